@@ -1,0 +1,296 @@
+//! Combining Deferreds: `DeferredList`, `gather_results`, `race` (Twisted §J).
+//!
+//! Owns `DeferredList`, `ListResult`, `gather_results`, `race`. Each helper adds
+//! one link at the end of every input's chain and keeps only weak handles to the
+//! inputs (for `cancel`); an input is kept alive by whoever can still fire it.
+//! Tests: tests/deferred_list.rs.
+
+use super::errors::{FailureGroup, FirstError};
+use super::node::WeakNode;
+use super::{cancel_weak, Deferred, Resolver};
+use crate::Failure;
+use std::cell::RefCell;
+use std::panic::Location;
+use std::rc::Rc;
+
+/// What a [`DeferredList`] fires with.
+#[derive(Debug)]
+pub enum ListResult<T> {
+    /// Every input's result, in input order.
+    All(Vec<Result<T, Failure>>),
+    /// With `fire_on_one_callback(true)`: the first input that succeeded.
+    First {
+        /// Its position among the inputs.
+        index: usize,
+        /// Its value.
+        value: T,
+    },
+}
+
+/// Twisted's `DeferredList`: one Deferred for the results of many.
+///
+/// Built with [`DeferredList::new`], configured with the `fire_on_*` and
+/// `consume_errors` switches, turned into a `Deferred<ListResult<T>>` by
+/// [`build`](Self::build). The list's result:
+/// - by default, once every input has fired: [`ListResult::All`] in input order
+///   (an empty list fires `All(vec![])` at once);
+/// - with `fire_on_one_callback(true)`: [`ListResult::First`] for the first success
+///   (an empty list never fires; if all inputs fail it fires `All` of the failures,
+///   as Twisted does);
+/// - with `fire_on_one_errback(true)`: an errback with [`FirstError`] for the first
+///   failure.
+///
+/// Inputs that have already fired report during `build`. Cancelling the list's
+/// Deferred cancels every input that can still fire (a panicking canceller is
+/// logged and the rest are still cancelled); if that does not fire the list, it
+/// gets a `Cancelled` failure as any Deferred does.
+///
+/// **Unlike Twisted**, a failure delivered to the list's consumer (in `All` or as
+/// `FirstError`) is consumed on its input, so it is not reported twice. A failure
+/// delivered nowhere (it arrived after the list fired, or the list fired `First`
+/// after storing it) is reported as unhandled: on its input when that is dropped,
+/// or when the list fires `First`. `consume_errors(true)` silences those.
+#[must_use = "call build() to get the list's Deferred"]
+pub struct DeferredList<T> {
+    inputs: Vec<Deferred<T>>,
+    fire_on_one_callback: bool,
+    fire_on_one_errback: bool,
+    consume_errors: bool,
+}
+
+struct State<T> {
+    results: Vec<Option<Result<T, Failure>>>,
+    created: Vec<&'static Location<'static>>,
+    remaining: usize,
+    resolver: Option<Resolver<ListResult<T>>>,
+    inputs: Vec<WeakNode>,
+    fire_on_one_callback: bool,
+    fire_on_one_errback: bool,
+    consume_errors: bool,
+}
+
+impl<T: 'static> DeferredList<T> {
+    /// A list over `inputs` with every switch off.
+    pub fn new(inputs: Vec<Deferred<T>>) -> DeferredList<T> {
+        DeferredList {
+            inputs,
+            fire_on_one_callback: false,
+            fire_on_one_errback: false,
+            consume_errors: false,
+        }
+    }
+
+    /// Fire with the first success ([`ListResult::First`]).
+    pub fn fire_on_one_callback(mut self, on: bool) -> Self {
+        self.fire_on_one_callback = on;
+        self
+    }
+
+    /// Errback with the first failure, as [`FirstError`].
+    pub fn fire_on_one_errback(mut self, on: bool) -> Self {
+        self.fire_on_one_errback = on;
+        self
+    }
+
+    /// Silence failures that the list delivers nowhere (see the type's doc).
+    pub fn consume_errors(mut self, on: bool) -> Self {
+        self.consume_errors = on;
+        self
+    }
+
+    /// Attaches to every input and returns the list's Deferred.
+    #[track_caller]
+    pub fn build(self) -> Deferred<ListResult<T>> {
+        let n = self.inputs.len();
+        let state = Rc::new(RefCell::new(State {
+            results: (0..n).map(|_| None).collect(),
+            created: self.inputs.iter().map(Deferred::created_at).collect(),
+            remaining: n,
+            resolver: None,
+            inputs: self.inputs.iter().map(Deferred::weak_node).collect(),
+            fire_on_one_callback: self.fire_on_one_callback,
+            fire_on_one_errback: self.fire_on_one_errback,
+            consume_errors: self.consume_errors,
+        }));
+        let weak = Rc::downgrade(&state);
+        let (d, r) = Deferred::with_canceller(move |_| {
+            let inputs = match weak.upgrade() {
+                Some(s) => s.borrow().inputs.clone(),
+                None => return,
+            };
+            for w in &inputs {
+                cancel_weak(w);
+            }
+        });
+        if n == 0 && !self.fire_on_one_callback {
+            let _ = r.callback(ListResult::All(Vec::new()));
+            return d;
+        }
+        state.borrow_mut().resolver = Some(r);
+        for (i, input) in self.inputs.into_iter().enumerate() {
+            let s = state.clone();
+            let _ = input.add_both(move |r| record(&s, i, r));
+        }
+        d
+    }
+}
+
+fn record<T: 'static>(
+    state: &Rc<RefCell<State<T>>>,
+    i: usize,
+    r: Result<T, Failure>,
+) -> Result<(), Failure> {
+    let mut s = state.borrow_mut();
+    let live = s.resolver.as_ref().is_some_and(|r| !r.is_called());
+    if !live {
+        s.resolver = None;
+        s.inputs.clear();
+        return match r {
+            Err(f) if !s.consume_errors => Err(f),
+            _ => Ok(()),
+        };
+    }
+    let fire = match r {
+        Ok(value) if s.fire_on_one_callback => {
+            // Failures stored so far are delivered nowhere now.
+            if !s.consume_errors {
+                for (k, slot) in s.results.iter().enumerate() {
+                    if let Some(Err(f)) = slot {
+                        log::error!(
+                            "Unhandled error in Deferred created at {}: {} (failure origin: {})",
+                            s.created[k],
+                            f,
+                            f.origin()
+                        );
+                    }
+                }
+            }
+            Ok(ListResult::First { index: i, value })
+        }
+        Err(failure) if s.fire_on_one_errback => {
+            Err(Failure::new(FirstError { index: i, failure }))
+        }
+        r => {
+            s.results[i] = Some(r);
+            s.remaining -= 1;
+            if s.remaining > 0 {
+                return Ok(());
+            }
+            let all = s
+                .results
+                .iter_mut()
+                .map(|r| r.take().expect("every input recorded"))
+                .collect();
+            Ok(ListResult::All(all))
+        }
+    };
+    let resolver = s.resolver.take().expect("live list has a resolver");
+    let inputs = std::mem::take(&mut s.inputs);
+    let results = std::mem::take(&mut s.results);
+    drop(s);
+    drop((inputs, results));
+    let _ = resolver.resolve(fire);
+    Ok(())
+}
+
+/// Twisted's `gatherResults`: the values of all inputs in input order, or an
+/// errback with [`FirstError`] for the first failure. Empty input fires `vec![]`.
+/// Cancelling the result cancels every input. (Failure reporting as for
+/// [`DeferredList`]; later failures are reported, as with `consume_errors(false)`.)
+#[track_caller]
+pub fn gather_results<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<Vec<T>> {
+    DeferredList::new(inputs)
+        .fire_on_one_errback(true)
+        .build()
+        .map(|r| match r {
+            ListResult::All(all) => all
+                .into_iter()
+                .map(|r| {
+                    r.unwrap_or_else(|_| {
+                        unreachable!("fire_on_one_errback delivers only successes in All")
+                    })
+                })
+                .collect(),
+            ListResult::First { .. } => unreachable!("fire_on_one_callback is off"),
+        })
+}
+
+struct Race<T> {
+    resolver: Option<Resolver<(usize, T)>>,
+    failures: Vec<Option<Failure>>,
+    remaining: usize,
+    inputs: Vec<WeakNode>,
+}
+
+/// Twisted's `race`: the first success as `(index, value)`; every other input is
+/// then cancelled exactly once (their failures are consumed quietly). If every
+/// input fails: an errback with [`FailureGroup`] (failures in input order).
+/// Cancelling the result cancels every input; results arriving after the race is
+/// decided or cancelled are ignored. An empty race never fires (as in Twisted).
+#[track_caller]
+pub fn race<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<(usize, T)> {
+    let n = inputs.len();
+    let state = Rc::new(RefCell::new(Race {
+        resolver: None,
+        failures: (0..n).map(|_| None).collect(),
+        remaining: n,
+        inputs: inputs.iter().map(Deferred::weak_node).collect(),
+    }));
+    let weak = Rc::downgrade(&state);
+    let (d, r) = Deferred::with_canceller(move |_| {
+        let Some(s) = weak.upgrade() else { return };
+        let inputs = {
+            let mut s = s.borrow_mut();
+            s.resolver = None; // decided: later results are ignored
+            std::mem::take(&mut s.inputs)
+        };
+        for w in &inputs {
+            cancel_weak(w);
+        }
+    });
+    state.borrow_mut().resolver = Some(r);
+    for (i, input) in inputs.into_iter().enumerate() {
+        let s = state.clone();
+        let _ = input.add_both(move |r| {
+            race_record(&s, i, r);
+            Ok(())
+        });
+    }
+    d
+}
+
+fn race_record<T: 'static>(state: &Rc<RefCell<Race<T>>>, i: usize, r: Result<T, Failure>) {
+    let mut s = state.borrow_mut();
+    if !s.resolver.as_ref().is_some_and(|r| !r.is_called()) {
+        return;
+    }
+    match r {
+        Ok(v) => {
+            let resolver = s.resolver.take().expect("checked above");
+            let inputs = std::mem::take(&mut s.inputs);
+            s.failures.clear();
+            drop(s);
+            let _ = resolver.callback((i, v));
+            for (k, w) in inputs.iter().enumerate() {
+                if k != i {
+                    cancel_weak(w);
+                }
+            }
+        }
+        Err(f) => {
+            s.failures[i] = Some(f);
+            s.remaining -= 1;
+            if s.remaining == 0 {
+                let resolver = s.resolver.take().expect("checked above");
+                let failures = s
+                    .failures
+                    .drain(..)
+                    .map(|f| f.expect("all failed"))
+                    .collect();
+                s.inputs.clear();
+                drop(s);
+                let _ = resolver.errback(FailureGroup(failures));
+            }
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! Deferred: results that aren't immediately available.
+//!
+//! Owns the typed chain handle [`Deferred`], its firing side [`Resolver`], what a
+//! callback may return ([`IntoStep`]), and [`succeed`], [`fail`],
+//! [`maybe_deferred`]. The helpers live beside it: [`list`] (DeferredList,
+//! gather, race), [`timeout`], [`task`] (defer_later, LoopingCall), [`lock`],
+//! [`queue`], and [`errors`]. The untyped core is `node.rs`. Tests: unit tests in
+//! `node.rs`; behaviour in tests/deferred_*.rs.
+//!
+//! A `Deferred` is Twisted's Deferred with types: a chain of (callback, errback)
+//! pairs fed by one result, with the same rules (chaining, pausing, cancelling,
+//! unhandled-error reporting) — see [`Deferred`].
+//!
+//! # Twisted spelling → deferloop spelling
+//!
+//! | Twisted                                   | deferloop                                            |
+//! |-------------------------------------------|------------------------------------------------------|
+//! | `d = Deferred()`                          | `let (d, r) = Deferred::<T>::new();`                 |
+//! | `d = Deferred(canceller)`                 | `let (d, r) = Deferred::with_canceller(\|r\| ..);`   |
+//! | `d.addCallback(f)`                        | `let d = d.add_callback(f);` (`f` returns `Result` or `Deferred`) |
+//! | `d.addErrback(f)`                         | `let d = d.add_errback(f);`                          |
+//! | `d.addCallbacks(f, g)`                    | `let d = d.add_callbacks(f, g);`                     |
+//! | `d.addBoth(f)`                            | `let d = d.add_both(\|r: Result<T, Failure>\| ..);`  |
+//! | `d.callback(v)` / `d.errback(e)`          | `r.callback(v)?` / `r.errback(e)?`                   |
+//! | `AlreadyCalledError` raised               | `Err(AlreadyCalled)` returned                        |
+//! | `d.pause()` / `d.unpause()`               | `d.pause()` / `d.unpause()?`                         |
+//! | `d.cancel()`                              | `d.cancel()`                                         |
+//! | `d.chainDeferred(e)`                      | `d.chain_deferred(&e_resolver)`                      |
+//! | `f.trap(E)` in an errback                 | `f.trap::<E>()?;`                                    |
+//! | `succeed(v)` / `fail(e)` / `maybeDeferred(f)` | `succeed(v)` / `fail(e)` / `maybe_deferred(f)`  |
+//! | `DeferredList(ds, fireOnOneErrback=True)` | `DeferredList::new(ds).fire_on_one_errback(true).build()` |
+//! | `gatherResults(ds)` / `race(ds)`          | `gather_results(ds)` / `race(ds)`                    |
+//! | `d.addTimeout(t, clock)`                  | `let d = d.add_timeout(t, &clock);`                  |
+//! | `deferLater(clock, t, f)`                 | `defer_later(&clock, t, f)`                          |
+//!
+//! # Examples
+//! ```
+//! use deferloop::deferred::{Deferred, succeed};
+//! use deferloop::Failure;
+//!
+//! let (d, r) = Deferred::<u32>::new();
+//! let d = d
+//!     .add_callback(|x| Ok::<_, Failure>(x * 2))
+//!     .add_callback(|x| succeed(x + 1)) // returning a Deferred chains it
+//!     .add_callback(|x| if x > 100 { Err(Failure::msg("too big")) } else { Ok(x) })
+//!     .add_errback(|_f| Ok(0));
+//! r.callback(20).unwrap();
+//! assert_eq!(d.result().unwrap().unwrap(), 41);
+//! ```
+
+pub mod errors;
+pub mod failure;
+pub mod list;
+pub mod lock;
+mod node;
+pub mod queue;
+pub mod task;
+pub mod timeout;
+
+pub use errors::{
+    AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, NotLocked, NotPaused,
+    QueueOverflow, QueueUnderflow, TimedOut,
+};
+pub use list::{gather_results, race, DeferredList, ListResult};
+pub use lock::{DeferredLock, DeferredSemaphore};
+pub use queue::DeferredQueue;
+pub use task::{defer_later, LoopingCall};
+
+use crate::Failure;
+use node::{Link, Node, NodeRef, Outcome, Res, Value, WeakNode};
+use std::fmt;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::rc::Rc;
+
+/// A result that isn't available yet, and the chain of callbacks that will
+/// process it.
+///
+/// *Why:* code that starts an operation wants to say what happens with its
+/// result without blocking and without `async`: it adds callbacks to a
+/// `Deferred`; whoever completes the operation fires the matching [`Resolver`].
+///
+/// # Chain rules
+/// - The chain is a FIFO of (callback, errback) pairs. A value runs the callback
+///   half, a [`Failure`] the errback half; each pair runs once.
+/// - A callback's return value becomes the result: `Ok` stays on the success
+///   path, `Err(Failure)` switches to errbacks, an errback returning `Ok`
+///   recovers. A **panic** in a callback is caught and becomes a failure whose
+///   origin is where that callback was added.
+/// - A callback returning a `Deferred` chains it: if that Deferred is ready
+///   (fired, not paused, not waiting) its result is taken over at once; else this
+///   chain pauses until it has run its own callbacks and hands over its result.
+///   Returning the Deferred the callback is attached to gives a
+///   [`ChainedToSelf`] failure (Twisted hangs). Chaining is iterative: any depth
+///   runs at constant native stack depth.
+/// - Adding a pair to a fired, idle Deferred runs it before `add_*` returns;
+///   adding from inside a running callback of the same chain only appends.
+/// - While [paused](Self::pause), firing and adding only store.
+/// - A Deferred dropped (with its `Resolver`s) while its final result is a
+///   failure logs `"Unhandled error in Deferred"` once via `log::error!`, with its
+///   creation site and the failure's origin.
+///
+/// `Deferred<T>` is consumed by every `add_*` and is not `Clone`: exactly one
+/// party extends a chain, and nobody can add callbacks to a Deferred after
+/// returning it from a callback (Twisted's footgun #6171 is impossible by
+/// construction). It is `!Send`: a chain belongs to one thread.
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// send(deferloop::deferred::succeed(1u8));
+/// ```
+///
+/// # Errors
+/// Firing twice returns [`AlreadyCalled`] from the [`Resolver`];
+/// [`unpause`](Self::unpause) without `pause` returns [`NotPaused`]. Errors of
+/// the *operation* travel down the chain as [`Failure`]s.
+#[must_use = "a Deferred does nothing unless callbacks are added or it is kept"]
+pub struct Deferred<T> {
+    node: NodeRef,
+    _t: PhantomData<*const T>,
+}
+
+/// The firing side of a [`Deferred`]: `callback`, `errback`, `resolve`.
+///
+/// Cheap to clone; all clones fire the same Deferred (once). Holding a
+/// `Resolver` keeps the Deferred's state alive.
+pub struct Resolver<T> {
+    node: NodeRef,
+    _t: PhantomData<*const T>,
+}
+
+impl<T> Clone for Resolver<T> {
+    fn clone(&self) -> Self {
+        Resolver {
+            node: self.node.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+/// One step of a chain, as returned by a callback (see [`IntoStep`]).
+#[doc(hidden)]
+pub enum Step<U> {
+    /// A plain result.
+    Ready(Result<U, Failure>),
+    /// A Deferred to chain.
+    Chain(Deferred<U>),
+}
+
+/// What a callback may return: `Result<U, Failure>` (use `?` on any error, since
+/// every `std::error::Error` converts into a [`Failure`]) or a `Deferred<U>`
+/// (chaining). The associated type lets the compiler infer `U`.
+pub trait IntoStep {
+    /// The value type the chain continues with.
+    type Output: 'static;
+    /// Converts into a step.
+    #[doc(hidden)]
+    fn into_step(self) -> Step<Self::Output>;
+}
+
+impl<U: 'static> IntoStep for Result<U, Failure> {
+    type Output = U;
+    #[inline]
+    fn into_step(self) -> Step<U> {
+        Step::Ready(self)
+    }
+}
+
+impl<U: 'static> IntoStep for Deferred<U> {
+    type Output = U;
+    #[inline]
+    fn into_step(self) -> Step<U> {
+        Step::Chain(self)
+    }
+}
+
+#[inline]
+fn outcome<R: IntoStep>(r: R) -> Outcome {
+    match r.into_step() {
+        Step::Ready(Ok(v)) => Outcome::Done(Ok(Value::new(v))),
+        Step::Ready(Err(f)) => Outcome::Done(Err(f)),
+        Step::Chain(d) => Outcome::Chain(d.node),
+    }
+}
+
+impl<T: 'static> Deferred<T> {
+    fn from_node(node: NodeRef) -> Deferred<T> {
+        Deferred {
+            node,
+            _t: PhantomData,
+        }
+    }
+
+    /// A new unfired Deferred and its resolver; records the caller as the
+    /// creation site (shown in [`AlreadyCalled`] and unhandled-error logs).
+    #[track_caller]
+    pub fn new() -> (Deferred<T>, Resolver<T>) {
+        let node = Node::new_ref(Location::caller());
+        let r = Resolver {
+            node: node.clone(),
+            _t: PhantomData,
+        };
+        (Deferred::from_node(node), r)
+    }
+
+    /// Like [`new`](Self::new), with a canceller that [`cancel`](Self::cancel)
+    /// runs (once) while the Deferred is unfired. If the canceller does not fire
+    /// the Deferred itself, a [`Cancelled`] failure follows. The canceller is
+    /// dropped when the Deferred fires.
+    #[track_caller]
+    pub fn with_canceller(f: impl FnOnce(&Resolver<T>) + 'static) -> (Deferred<T>, Resolver<T>) {
+        let (d, r) = Deferred::new();
+        d.node
+            .borrow_mut()
+            .set_canceller(Box::new(move |node: &NodeRef| {
+                f(&Resolver {
+                    node: node.clone(),
+                    _t: PhantomData,
+                })
+            }));
+        (d, r)
+    }
+
+    #[inline]
+    fn push(self, f: node::Callback, at: &'static Location<'static>) -> NodeRef {
+        node::add_link(&self.node, Link::Call(f, at));
+        self.node
+    }
+
+    /// Appends a callback (failures pass through). `f` returns
+    /// `Result<U, Failure>` or `Deferred<U>`.
+    #[track_caller]
+    #[inline]
+    pub fn add_callback<R: IntoStep>(
+        self,
+        f: impl FnOnce(T) -> R + 'static,
+    ) -> Deferred<R::Output> {
+        let cb: node::Callback = Box::new(move |r: Res| match r {
+            Ok(v) => outcome(f(v.take::<T>())),
+            Err(e) => Outcome::Done(Err(e)),
+        });
+        Deferred::from_node(self.push(cb, Location::caller()))
+    }
+
+    /// Appends an errback (values pass through); it may recover with `Ok`.
+    #[track_caller]
+    #[inline]
+    pub fn add_errback<R: IntoStep<Output = T>>(
+        self,
+        f: impl FnOnce(Failure) -> R + 'static,
+    ) -> Deferred<T> {
+        let cb: node::Callback = Box::new(move |r: Res| match r {
+            Ok(v) => Outcome::Done(Ok(v)),
+            Err(e) => outcome(f(e)),
+        });
+        Deferred::from_node(self.push(cb, Location::caller()))
+    }
+
+    /// Appends one (callback, errback) pair: exactly one of them runs.
+    #[track_caller]
+    #[inline]
+    pub fn add_callbacks<R: IntoStep, E: IntoStep<Output = R::Output>>(
+        self,
+        cb: impl FnOnce(T) -> R + 'static,
+        eb: impl FnOnce(Failure) -> E + 'static,
+    ) -> Deferred<R::Output> {
+        let f: node::Callback = Box::new(move |r: Res| match r {
+            Ok(v) => outcome(cb(v.take::<T>())),
+            Err(e) => outcome(eb(e)),
+        });
+        Deferred::from_node(self.push(f, Location::caller()))
+    }
+
+    /// Appends `f` as both callback and errback (Twisted's `addBoth`).
+    #[track_caller]
+    #[inline]
+    pub fn add_both<R: IntoStep>(
+        self,
+        f: impl FnOnce(Result<T, Failure>) -> R + 'static,
+    ) -> Deferred<R::Output> {
+        let cb: node::Callback = Box::new(move |r: Res| outcome(f(r.map(Value::take::<T>))));
+        Deferred::from_node(self.push(cb, Location::caller()))
+    }
+
+    /// Appends an infallible callback: shorthand for `add_callback(|v| Ok(f(v)))`.
+    #[track_caller]
+    #[inline]
+    pub fn map<U: 'static>(self, f: impl FnOnce(T) -> U + 'static) -> Deferred<U> {
+        let cb: node::Callback = Box::new(move |r: Res| match r {
+            Ok(v) => Outcome::Done(Ok(Value::new(f(v.take::<T>())))),
+            Err(e) => Outcome::Done(Err(e)),
+        });
+        Deferred::from_node(self.push(cb, Location::caller()))
+    }
+
+    /// Stops the chain from running until a matching [`unpause`](Self::unpause);
+    /// pauses nest (a counter).
+    pub fn pause(&self) {
+        node::pause(&self.node);
+    }
+
+    /// Undoes one [`pause`](Self::pause); at zero, a fired chain resumes now.
+    ///
+    /// # Errors
+    /// [`NotPaused`] if the Deferred is not paused (the count stays at zero).
+    pub fn unpause(&self) -> Result<(), NotPaused> {
+        if node::unpause(&self.node) {
+            Ok(())
+        } else {
+            Err(NotPaused)
+        }
+    }
+
+    /// Cancels the Deferred (Twisted's rules R26–R31):
+    /// - unfired with a canceller: the canceller runs once with the Resolver;
+    ///   unless it fired the Deferred, a [`Cancelled`] failure follows (a later fire
+    ///   is then `AlreadyCalled`). A panicking canceller is logged with
+    ///   `log::error!` and leaves the Deferred unfired (a second `cancel` then
+    ///   behaves as if there were no canceller);
+    /// - unfired without a canceller: errbacks with [`Cancelled`] and silently
+    ///   absorbs exactly one later fire;
+    /// - fired and waiting on a Deferred returned by a callback: cancels that one;
+    /// - otherwise: nothing.
+    #[track_caller]
+    pub fn cancel(&self) {
+        node::cancel(&self.node);
+    }
+
+    /// Twisted's `chainDeferred`: when this chain reaches this point, `target` is
+    /// fired with its result, and this chain keeps nothing (so its failure is not
+    /// reported here). If `target` has already fired, this chain is left holding an
+    /// [`AlreadyCalled`] failure, which is reported as unhandled.
+    ///
+    /// Unlike Twisted's, this does not recurse: a chain of 100,000
+    /// `chain_deferred` links runs at constant stack depth.
+    #[track_caller]
+    pub fn chain_deferred(self, target: &Resolver<T>) {
+        node::forward(&self.node, &target.node, Location::caller());
+    }
+
+    /// Whether the Deferred has fired (it may still be waiting on a chained one).
+    pub fn is_called(&self) -> bool {
+        self.node.borrow().is_called()
+    }
+
+    /// Whether the Deferred is paused (by `pause`, or waiting on a chained one).
+    pub fn is_paused(&self) -> bool {
+        self.node.borrow().is_paused()
+    }
+
+    /// Takes the result if the Deferred has fired and has nothing left to run
+    /// (not paused, not waiting, not running); `None` otherwise. Taking a failure
+    /// counts as handling it (it is not reported).
+    pub fn result(self) -> Option<Result<T, Failure>> {
+        node::take_result(&self.node).map(|r| r.map(Value::take::<T>))
+    }
+
+    /// Where the Deferred was created.
+    pub fn created_at(&self) -> &'static Location<'static> {
+        self.node.borrow().created_at()
+    }
+
+    /// A handle that can cancel this Deferred without owning its chain, and
+    /// without keeping it alive.
+    pub(crate) fn cancel_handle(&self) -> CancelHandle {
+        CancelHandle(Rc::downgrade(&self.node))
+    }
+
+    /// The untyped node (for helpers in this module tree).
+    pub(crate) fn weak_node(&self) -> WeakNode {
+        Rc::downgrade(&self.node)
+    }
+}
+
+impl<T> fmt::Debug for Deferred<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.node.borrow();
+        f.debug_struct("Deferred")
+            .field("created_at", &format_args!("{}", n.created_at()))
+            .field("called", &n.is_called())
+            .field("paused", &n.is_paused())
+            .finish()
+    }
+}
+
+impl<T> fmt::Debug for Resolver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.node.borrow();
+        f.debug_struct("Resolver")
+            .field("created_at", &format_args!("{}", n.created_at()))
+            .field("called", &n.is_called())
+            .finish()
+    }
+}
+
+/// Cancels a Deferred through a weak reference (internal: timers, lists).
+#[derive(Clone)]
+pub(crate) struct CancelHandle(WeakNode);
+
+impl CancelHandle {
+    #[track_caller]
+    pub(crate) fn cancel(&self) {
+        if let Some(n) = self.0.upgrade() {
+            node::cancel(&n);
+        }
+    }
+}
+
+#[track_caller]
+pub(crate) fn cancel_weak(w: &WeakNode) {
+    if let Some(n) = w.upgrade() {
+        node::cancel(&n);
+    }
+}
+
+impl<T: 'static> Resolver<T> {
+    /// Fires the Deferred with a value; its chain runs now (unless paused).
+    ///
+    /// Each callback gets the previous result. `Err(Failure)` switches to
+    /// errbacks; an errback returning `Ok` switches back; a returned `Deferred`
+    /// pauses this chain until it has a result.
+    ///
+    /// # Errors
+    /// [`AlreadyCalled`] if the Deferred has fired before (including from inside
+    /// its own callback). After a `cancel()` without canceller, one late fire is
+    /// absorbed silently instead.
+    #[track_caller]
+    pub fn callback(&self, v: T) -> Result<(), AlreadyCalled> {
+        self.fire(Ok(Value::new(v)))
+    }
+
+    /// Fires the Deferred with a failure (anything that converts into one).
+    ///
+    /// # Errors
+    /// As for [`callback`](Self::callback).
+    #[track_caller]
+    pub fn errback(&self, f: impl Into<Failure>) -> Result<(), AlreadyCalled> {
+        self.fire(Err(f.into()))
+    }
+
+    /// Fires the Deferred with `r`: `callback` or `errback`.
+    ///
+    /// # Errors
+    /// As for [`callback`](Self::callback).
+    #[track_caller]
+    pub fn resolve(&self, r: Result<T, Failure>) -> Result<(), AlreadyCalled> {
+        self.fire(r.map(Value::new))
+    }
+
+    #[track_caller]
+    fn fire(&self, r: Res) -> Result<(), AlreadyCalled> {
+        node::fire(&self.node, r, Location::caller()).map_err(|(e, _)| e)
+    }
+
+    /// Fires, handing back the result if the Deferred had already fired (for
+    /// helpers that must not lose a value, e.g. a queue).
+    #[track_caller]
+    pub(crate) fn try_resolve(&self, r: Result<T, Failure>) -> Result<(), Result<T, Failure>> {
+        node::fire(&self.node, r.map(Value::new), Location::caller())
+            .map_err(|(_, r)| r.map(Value::take::<T>))
+    }
+
+    /// Whether the Deferred has fired.
+    pub fn is_called(&self) -> bool {
+        self.node.borrow().is_called()
+    }
+
+    /// Whether `a` and `b` fire the same Deferred.
+    pub(crate) fn same(a: &Resolver<T>, b: &Resolver<T>) -> bool {
+        Rc::ptr_eq(&a.node, &b.node)
+    }
+}
+
+/// A Deferred that has already fired with `v` (Twisted's `succeed`).
+#[track_caller]
+pub fn succeed<T: 'static>(v: T) -> Deferred<T> {
+    Deferred::from_node(Node::fired(Ok(Value::new(v)), Location::caller()))
+}
+
+/// A Deferred that has already failed with `f` (Twisted's `fail`); an existing
+/// `Failure` is kept as is (the same failure).
+#[track_caller]
+pub fn fail<T: 'static>(f: impl Into<Failure>) -> Deferred<T> {
+    Deferred::from_node(Node::fired(Err(f.into()), Location::caller()))
+}
+
+/// Calls `f` now and makes its outcome a Deferred (Twisted's `maybeDeferred`):
+/// `Ok(v)` → `succeed(v)`, `Err(f)` → `fail(f)` (the same failure), a returned
+/// `Deferred` → that same Deferred, a panic → a failed Deferred whose failure
+/// origin is the caller.
+#[track_caller]
+pub fn maybe_deferred<R: IntoStep>(f: impl FnOnce() -> R) -> Deferred<R::Output> {
+    let at = Location::caller();
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => match r.into_step() {
+            Step::Ready(r) => Deferred::from_node(Node::fired(r.map(Value::new), at)),
+            Step::Chain(d) => d,
+        },
+        Err(p) => Deferred::from_node(Node::fired(Err(Failure::from_panic(p, at)), at)),
+    }
+}

@@ -1,0 +1,153 @@
+//! A queue whose `get` is a Deferred: `DeferredQueue` (Twisted's, R49).
+//!
+//! Owns `DeferredQueue`. A `put` that fires a waiting getter from inside
+//! another getter's callback is trampolined (constant stack depth for any
+//! cascade). Tests: tests/deferred_lock_queue.rs.
+
+use super::errors::{QueueOverflow, QueueUnderflow};
+use super::{succeed, Deferred, Resolver};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fmt;
+use std::rc::Rc;
+
+/// An event queue of `T`s: [`get`](Self::get) returns a Deferred that fires with
+/// the next item (Twisted's `DeferredQueue`).
+///
+/// - `put(v)`: if getters wait, the oldest gets `v` (whatever `size` says); else
+///   `v` is stored if fewer than `size` items are (unbounded with `None`); else
+///   [`QueueOverflow`].
+/// - `get()`: the oldest stored item (already fired); else a waiting Deferred if
+///   fewer than `backlog` getters wait; else [`QueueUnderflow`]. Cancelling a
+///   waiting get removes it (it fails with `Cancelled`).
+#[derive(Clone)]
+pub struct DeferredQueue<T> {
+    inner: Rc<RefCell<Q<T>>>,
+}
+
+struct Q<T> {
+    size: Option<usize>,
+    backlog: Option<usize>,
+    pending: VecDeque<T>,
+    waiting: VecDeque<Resolver<T>>,
+    granted: VecDeque<(Resolver<T>, T)>,
+    firing: bool,
+}
+
+impl<T: 'static> DeferredQueue<T> {
+    /// A queue holding at most `size` items and `backlog` waiting getters
+    /// (`None`: unbounded).
+    pub fn new(size: Option<usize>, backlog: Option<usize>) -> DeferredQueue<T> {
+        DeferredQueue {
+            inner: Rc::new(RefCell::new(Q {
+                size,
+                backlog,
+                pending: VecDeque::new(),
+                waiting: VecDeque::new(),
+                granted: VecDeque::new(),
+                firing: false,
+            })),
+        }
+    }
+
+    /// Adds an item (see the type's documentation).
+    ///
+    /// # Errors
+    /// [`QueueOverflow`] if no getter waits and `size` items are stored; `v` is
+    /// dropped.
+    pub fn put(&self, v: T) -> Result<(), QueueOverflow> {
+        let mut q = self.inner.borrow_mut();
+        match q.waiting.pop_front() {
+            Some(w) => q.granted.push_back((w, v)),
+            None if q.size.is_none_or_lt(q.pending.len()) => {
+                q.pending.push_back(v);
+                return Ok(());
+            }
+            None => return Err(QueueOverflow),
+        }
+        if q.firing {
+            return Ok(());
+        }
+        q.firing = true;
+        while let Some((w, v)) = q.granted.pop_front() {
+            drop(q);
+            let refused = w.try_resolve(Ok(v)).err();
+            drop(w);
+            q = self.inner.borrow_mut();
+            if let Some(Ok(v)) = refused {
+                // The getter was cancelled while granted: the item goes on.
+                match q.waiting.pop_front() {
+                    Some(w) => q.granted.push_back((w, v)),
+                    None => q.pending.push_front(v),
+                }
+            }
+        }
+        q.firing = false;
+        Ok(())
+    }
+
+    /// A Deferred for the next item (see the type's documentation).
+    ///
+    /// # Errors
+    /// [`QueueUnderflow`] if nothing is stored and `backlog` getters wait.
+    #[track_caller]
+    pub fn get(&self) -> Result<Deferred<T>, QueueUnderflow> {
+        let mut q = self.inner.borrow_mut();
+        if let Some(v) = q.pending.pop_front() {
+            drop(q);
+            return Ok(succeed(v));
+        }
+        if !q.backlog.is_none_or_lt(q.waiting.len()) {
+            return Err(QueueUnderflow);
+        }
+        let weak = Rc::downgrade(&self.inner);
+        let (d, r) = Deferred::with_canceller(move |r: &Resolver<T>| {
+            if let Some(q) = weak.upgrade() {
+                q.borrow_mut().waiting.retain(|w| !Resolver::same(w, r));
+            }
+        });
+        q.waiting.push_back(r);
+        Ok(d)
+    }
+
+    /// Number of stored items.
+    pub fn len(&self) -> usize {
+        self.inner.borrow().pending.len()
+    }
+
+    /// Whether no item is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of waiting getters.
+    pub fn waiting(&self) -> usize {
+        self.inner.borrow().waiting.len()
+    }
+}
+
+trait LimitExt {
+    fn is_none_or_lt(&self, n: usize) -> bool;
+}
+
+impl LimitExt for Option<usize> {
+    /// No limit, or `n` below it.
+    fn is_none_or_lt(&self, n: usize) -> bool {
+        match *self {
+            None => true,
+            Some(limit) => n < limit,
+        }
+    }
+}
+
+impl<T> fmt::Debug for DeferredQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let q = self.inner.borrow();
+        f.debug_struct("DeferredQueue")
+            .field("len", &q.pending.len())
+            .field("waiting", &q.waiting.len())
+            .field("size", &q.size)
+            .field("backlog", &q.backlog)
+            .finish()
+    }
+}

@@ -1,0 +1,339 @@
+//! Time-driven Deferreds: `defer_later` and `LoopingCall` (Twisted's `task`).
+//!
+//! Owns `defer_later` and `LoopingCall`. Time comes from a [`Clock`] passed in
+//! (a loop in programs, a [`ManualClock`](crate::ManualClock) in tests); all
+//! arithmetic is on integer `Duration`s. Tests: tests/deferred_looping_call.rs,
+//! tests/deferred_timeout.rs (defer_later).
+
+use super::{maybe_deferred, succeed, Deferred, IntoStep, Resolver};
+use crate::{Clock, Error, Failure, Timer};
+use std::cell::RefCell;
+use std::fmt;
+use std::panic::Location;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// A Deferred that runs `f` after `delay` on `clock` and fires with its outcome
+/// (Twisted's `deferLater`). `f` returning `Err`, or panicking, errbacks;
+/// returning a Deferred chains it.
+///
+/// Cancelling before the delay cancels the timer, so `f` never runs, and the
+/// Deferred fails with [`Cancelled`](super::Cancelled). If the clock cannot
+/// schedule (`Error::Closed`), the Deferred has failed with that error.
+#[track_caller]
+pub fn defer_later<C: Clock, R: IntoStep>(
+    clock: &C,
+    delay: Duration,
+    f: impl FnOnce() -> R + 'static,
+) -> Deferred<R::Output> {
+    let at = Location::caller();
+    let slot: Rc<RefCell<Option<C::Timer>>> = Rc::new(RefCell::new(None));
+    let s2 = slot.clone();
+    let (d, r) = Deferred::<()>::with_canceller(move |_| {
+        let timer = s2.borrow_mut().take();
+        if let Some(t) = timer {
+            t.cancel();
+        }
+    });
+    match clock.call_later(delay, move || {
+        let _ = r.callback(());
+    }) {
+        Ok(t) => *slot.borrow_mut() = Some(t),
+        Err(e) => return super::fail(Failure::with_origin(e, at)),
+    }
+    d.add_callback(move |()| f())
+}
+
+type Body = Box<dyn FnMut(u64) -> Deferred<()>>;
+
+/// Calls a function every `interval` on a clock (Twisted's `LoopingCall`).
+///
+/// - [`start`](Self::start) records the start time; with `now == true` the first
+///   call is at once, else at start + interval. It returns a Deferred that fires
+///   with `()` when the loop is [stopped](Self::stop), or fails with the failure of
+///   a call that failed (which also stops the loop).
+/// - Calls sit on the grid `start + k·interval`: after a call the next one is
+///   `interval - ((now - start) % interval)` away, so missed ticks are skipped,
+///   not bunched. An interval of zero reschedules with delay zero.
+/// - If the function returns a Deferred, the next call is scheduled only when it
+///   has fired.
+/// - `stop()` cancels a scheduled call and fires the start Deferred at once; if a
+///   call's Deferred is pending, the start Deferred fires when it completes. The
+///   function may stop the loop from inside.
+///
+/// The handle is cheap to clone; a scheduled call keeps the loop alive.
+///
+/// # Examples
+/// ```
+/// use deferloop::{deferred::LoopingCall, Failure, ManualClock};
+/// use std::{cell::Cell, rc::Rc, time::Duration};
+///
+/// let clock = ManualClock::new();
+/// let n = Rc::new(Cell::new(0));
+/// let n2 = n.clone();
+/// let lc = LoopingCall::new(clock.clone(), move || { n2.set(n2.get() + 1); Ok::<_, Failure>(()) });
+/// let done = lc.start(Duration::from_secs(1), true).unwrap();
+/// clock.pump(&[Duration::from_secs(1); 3]);
+/// assert_eq!(n.get(), 4);
+/// lc.stop().unwrap();
+/// assert!(done.result().unwrap().is_ok());
+/// ```
+pub struct LoopingCall<C: Clock> {
+    inner: Rc<RefCell<State<C>>>,
+}
+
+impl<C: Clock> Clone for LoopingCall<C> {
+    fn clone(&self) -> Self {
+        LoopingCall {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct State<C: Clock> {
+    clock: C,
+    body: Option<Body>,
+    counted: bool,
+    running: bool,
+    interval: Duration,
+    start: Instant,
+    run_at_start: bool,
+    last: Option<Instant>,
+    call: Option<C::Timer>,
+    resolver: Option<Resolver<()>>,
+}
+
+impl<C: Clock> LoopingCall<C> {
+    /// A loop calling `f()`; `f` returns `Result<U, Failure>` or `Deferred<U>`
+    /// (the value is ignored).
+    pub fn new<R: IntoStep>(clock: C, mut f: impl FnMut() -> R + 'static) -> LoopingCall<C> {
+        LoopingCall::build(
+            clock,
+            false,
+            Box::new(move |_| maybe_deferred(&mut f).map(|_| ())),
+        )
+    }
+
+    /// Twisted's `LoopingCall.withCount`: calls `f(n)` where `n` is the number of
+    /// grid intervals since the previous call (1 normally; more after the clock
+    /// skipped ticks). When no grid point has passed, `f` is not called. With
+    /// interval zero, `n` is always 1.
+    pub fn with_count<R: IntoStep>(
+        clock: C,
+        mut f: impl FnMut(u64) -> R + 'static,
+    ) -> LoopingCall<C> {
+        LoopingCall::build(
+            clock,
+            true,
+            Box::new(move |n| maybe_deferred(|| f(n)).map(|_| ())),
+        )
+    }
+
+    fn build(clock: C, counted: bool, body: Body) -> LoopingCall<C> {
+        let start = clock.now();
+        LoopingCall {
+            inner: Rc::new(RefCell::new(State {
+                clock,
+                body: Some(body),
+                counted,
+                running: false,
+                interval: Duration::ZERO,
+                start,
+                run_at_start: true,
+                last: None,
+                call: None,
+                resolver: None,
+            })),
+        }
+    }
+
+    /// Starts the loop; see the type's documentation.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if the loop is already running; the clock's error if
+    /// it cannot schedule the first call (`now == false`). A failure of the first
+    /// call under `now == true` is not an error here: the returned Deferred has
+    /// failed.
+    pub fn start(&self, interval: Duration, now: bool) -> Result<Deferred<()>, Error> {
+        let (d, r) = Deferred::new();
+        {
+            let mut s = self.inner.borrow_mut();
+            if s.running {
+                return Err(Error::InvalidInput("LoopingCall is already running"));
+            }
+            s.running = true;
+            s.resolver = Some(r);
+            s.start = s.clock.now();
+            s.interval = interval;
+            s.run_at_start = now;
+            s.last = None;
+        }
+        if now {
+            run(&self.inner);
+        } else if let Err(e) = schedule(&self.inner) {
+            let mut s = self.inner.borrow_mut();
+            s.running = false;
+            s.resolver = None;
+            return Err(e);
+        }
+        Ok(d)
+    }
+
+    /// Stops the loop: no further calls. The start Deferred fires with `()` now if
+    /// a call was scheduled, or when the running call's Deferred completes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if the loop is not running.
+    pub fn stop(&self) -> Result<(), Error> {
+        let mut s = self.inner.borrow_mut();
+        if !s.running {
+            return Err(Error::InvalidInput("LoopingCall is not running"));
+        }
+        s.running = false;
+        if let Some(call) = s.call.take() {
+            let r = s.resolver.take();
+            drop(s);
+            call.cancel();
+            if let Some(r) = r {
+                let _ = r.callback(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Restarts the grid from now: a scheduled call is moved to now + interval
+    /// (nothing changes while a call is running).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if the loop is not running; the clock's error if it
+    /// cannot reschedule (the loop then stops and its Deferred fails).
+    pub fn reset(&self) -> Result<(), Error> {
+        let mut s = self.inner.borrow_mut();
+        if !s.running {
+            return Err(Error::InvalidInput("LoopingCall is not running"));
+        }
+        if let Some(call) = s.call.take() {
+            s.start = s.clock.now();
+            drop(s);
+            call.cancel();
+            if let Err(e) = schedule(&self.inner) {
+                fail_loop(&self.inner, Failure::msg(e.to_string()));
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the loop is started and not stopped.
+    pub fn is_running(&self) -> bool {
+        self.inner.borrow().running
+    }
+
+    /// The interval given to the last `start`.
+    pub fn interval(&self) -> Duration {
+        self.inner.borrow().interval
+    }
+}
+
+impl<C: Clock> fmt::Debug for LoopingCall<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.inner.borrow();
+        f.debug_struct("LoopingCall")
+            .field("running", &s.running)
+            .field("interval", &s.interval)
+            .finish()
+    }
+}
+
+/// One call of the body, then reschedule (or finish) when its Deferred fires.
+fn run<C: Clock>(lc: &Rc<RefCell<State<C>>>) {
+    let (body, count) = {
+        let mut s = lc.borrow_mut();
+        s.call = None;
+        let count = if s.counted { count(&mut s) } else { Some(1) };
+        (s.body.take(), count)
+    };
+    let Some(mut body) = body else { return };
+    let d = match count {
+        Some(n) => body(n),
+        None => succeed(()),
+    };
+    lc.borrow_mut().body = Some(body);
+    let (ok, err) = (lc.clone(), lc.clone());
+    let _ = d.add_callbacks(
+        move |()| {
+            let running = ok.borrow().running;
+            if running {
+                if let Err(e) = schedule(&ok) {
+                    fail_loop(&ok, Failure::new(e));
+                }
+            } else {
+                let r = ok.borrow_mut().resolver.take();
+                if let Some(r) = r {
+                    let _ = r.callback(());
+                }
+            }
+            Ok(())
+        },
+        move |f| {
+            fail_loop(&err, f);
+            Ok(())
+        },
+    );
+}
+
+/// `withCount`'s count: grid intervals between the last real call and now.
+fn count<C: Clock>(s: &mut State<C>) -> Option<u64> {
+    let now = s.clock.now();
+    if s.interval.is_zero() {
+        s.last = Some(now);
+        return Some(1);
+    }
+    let iv = s.interval.as_nanos() as i128;
+    let offset = |t: Instant| t.saturating_duration_since(s.start).as_nanos() as i128;
+    let last = match s.last {
+        Some(t) => offset(t),
+        None if s.run_at_start => -iv,
+        None => 0,
+    };
+    let n = offset(now) / iv - last / iv;
+    if n > 0 {
+        s.last = Some(now);
+        Some(n as u64)
+    } else {
+        None
+    }
+}
+
+fn schedule<C: Clock>(lc: &Rc<RefCell<State<C>>>) -> Result<(), Error> {
+    let (clock, delay) = {
+        let s = lc.borrow();
+        let delay = if s.interval.is_zero() {
+            Duration::ZERO
+        } else {
+            let since = s.clock.now().saturating_duration_since(s.start).as_nanos();
+            let iv = s.interval.as_nanos();
+            nanos(iv - since % iv)
+        };
+        (s.clock.clone(), delay)
+    };
+    let lc2 = lc.clone();
+    let t = clock.call_later(delay, move || run(&lc2))?;
+    lc.borrow_mut().call = Some(t);
+    Ok(())
+}
+
+fn nanos(n: u128) -> Duration {
+    Duration::new((n / 1_000_000_000) as u64, (n % 1_000_000_000) as u32)
+}
+
+fn fail_loop<C: Clock>(lc: &Rc<RefCell<State<C>>>, f: Failure) {
+    let r = {
+        let mut s = lc.borrow_mut();
+        s.running = false;
+        s.resolver.take()
+    };
+    if let Some(r) = r {
+        let _ = r.errback(f);
+    }
+}

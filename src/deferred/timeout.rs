@@ -1,0 +1,78 @@
+//! `Deferred::add_timeout`: give up on a Deferred after a while (Twisted's
+//! `addTimeout`, R44–R46).
+//!
+//! Owns the `add_timeout` and `add_timeout_with` methods. Time comes from a
+//! [`Clock`] passed in. Tests: tests/deferred_timeout.rs.
+
+use super::errors::{Cancelled, TimedOut};
+use super::Deferred;
+use crate::{Clock, Failure, Timer};
+use std::cell::{Cell, RefCell};
+use std::panic::Location;
+use std::rc::Rc;
+use std::time::Duration;
+
+impl<T: 'static> Deferred<T> {
+    /// Cancels this Deferred if it has not fired `timeout` after now on `clock`,
+    /// and turns the resulting [`Cancelled`] failure into [`TimedOut`]`{ after: timeout }`.
+    ///
+    /// - Only the callbacks added *before* this call are covered (a callback
+    ///   already waiting on an inner Deferred gets that one cancelled).
+    /// - The timer is cancelled when the Deferred fires first; then nothing is
+    ///   cancelled later. Other failures, a success, or a `Cancelled` from a manual
+    ///   `cancel()` before the timeout pass through unchanged.
+    /// - If `clock.call_later` fails, the Deferred is cancelled at once and its
+    ///   `Cancelled` failure replaced by a failure of the clock's
+    ///   [`Error`](crate::Error).
+    #[track_caller]
+    pub fn add_timeout<C: Clock>(self, timeout: Duration, clock: &C) -> Deferred<T> {
+        let at = Location::caller();
+        self.add_timeout_with(timeout, clock, move |r, after| match r {
+            Err(f) if f.check::<Cancelled>() => Err(Failure::with_origin(TimedOut { after }, at)),
+            r => r,
+        })
+    }
+
+    /// Like [`add_timeout`](Self::add_timeout), but when the timeout expired the
+    /// result — whatever it is, even a success — goes through `on_timeout(result,
+    /// timeout)` instead of the default conversion.
+    #[track_caller]
+    pub fn add_timeout_with<C: Clock>(
+        self,
+        timeout: Duration,
+        clock: &C,
+        on_timeout: impl FnOnce(Result<T, Failure>, Duration) -> Result<T, Failure> + 'static,
+    ) -> Deferred<T> {
+        let at = Location::caller();
+        let timed_out = Rc::new(Cell::new(false));
+        let handle = self.cancel_handle();
+        let flag = timed_out.clone();
+        let timer = clock.call_later(timeout, move || {
+            flag.set(true);
+            handle.cancel();
+        });
+        match timer {
+            Ok(timer) => self.add_both(move |r| {
+                timer.cancel();
+                if timed_out.get() {
+                    on_timeout(r, timeout)
+                } else {
+                    r
+                }
+            }),
+            Err(e) => {
+                let err = Rc::new(RefCell::new(Some(e)));
+                let e2 = err.clone();
+                let d = self.add_both(move |r| match r {
+                    Err(f) if f.check::<Cancelled>() => match e2.borrow_mut().take() {
+                        Some(e) => Err(Failure::with_origin(e, at)),
+                        None => Err(f),
+                    },
+                    r => r,
+                });
+                d.cancel();
+                d
+            }
+        }
+    }
+}

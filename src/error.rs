@@ -1,0 +1,83 @@
+//! The loop-level error type. Owns `Error` and the crate's `Result` alias.
+//!
+//! Two layers, as in calloop: errors that are *events* (a refused connection, a
+//! timed-out request, a panicking callback) travel inside a `Deferred` as a
+//! [`Failure`](crate::Failure); errors about *using the loop* (it is closed, it is
+//! already running, no loop is current) come back from the call as [`Error`].
+
+use std::fmt;
+use std::io;
+
+/// Errors returned by the loop's own API.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The loop has been closed (or dropped): nothing can be scheduled on it.
+    Closed,
+    /// The call needs a loop that is not running, and this one is (for example
+    /// `run()` from inside a callback, or `close()` while running).
+    Running,
+    /// No loop is running on this thread (from [`Loop::current`](crate::Loop::current)).
+    NoRunningLoop,
+    /// The loop is not running, so a call that waits for it would never return.
+    NotRunning,
+    /// The loop stopped before the awaited result arrived.
+    Stopped,
+    /// A blocking call gave up waiting.
+    TimedOut,
+    /// The file descriptor or object is owned by a transport or listener and
+    /// cannot be taken over by `add_reader`/`add_writer`.
+    Owned,
+    /// The object (transport, listener, source) no longer exists.
+    Gone,
+    /// An argument was out of its documented range; the message says which.
+    InvalidInput(&'static str),
+    /// An operating-system error.
+    Io(io::Error),
+}
+
+/// `Result<T, deferloop::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Closed => f.write_str("event loop is closed"),
+            Error::Running => f.write_str("event loop is running"),
+            Error::NoRunningLoop => f.write_str("no event loop is running on this thread"),
+            Error::NotRunning => f.write_str("event loop is not running"),
+            Error::Stopped => f.write_str("event loop stopped before the result arrived"),
+            Error::TimedOut => f.write_str("timed out waiting for the event loop"),
+            Error::Owned => f.write_str("the file descriptor is owned by a transport"),
+            Error::Gone => f.write_str("the object no longer exists"),
+            Error::InvalidInput(what) => write!(f, "invalid input: {what}"),
+            Error::Io(e) => write!(f, "I/O error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+impl From<Error> for io::Error {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Io(e) => e,
+            Error::TimedOut => io::Error::new(io::ErrorKind::TimedOut, e),
+            Error::InvalidInput(_) => io::Error::new(io::ErrorKind::InvalidInput, e),
+            other => io::Error::other(other),
+        }
+    }
+}

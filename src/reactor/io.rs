@@ -1,0 +1,475 @@
+//! The I/O registry: which sources the selector watches and whose callbacks run
+//! when they are ready. Owns `Registry`, `IoKey`, and raw readers/writers.
+//!
+//! mio is edge-triggered: it reports a socket once when it *becomes* readable.
+//! asyncio's readers are level-triggered: called on every turn while data is
+//! unread. For raw readers and writers (`add_reader`/`add_writer`) the registry
+//! re-arms the source (`reregister`, one `epoll_ctl`) after each callback, so the
+//! kernel reports it again at the next poll if it is still ready. Transports do
+//! not pay that syscall: they read until `WouldBlock` themselves (net/).
+//!
+//! Keys carry a generation, so an event or queued dispatch for a source that was
+//! removed (and its slot reused) during the same turn is ignored.
+//! Tests: tests/loop_io.rs, tests/net_*.rs.
+
+use super::monitor::IoInfo;
+use crate::Error;
+use slab::Slab;
+use std::collections::HashMap;
+use std::panic::Location;
+
+#[cfg(unix)]
+use std::os::unix::io::RawFd;
+
+/// A registered source: its slab index and generation. Also its mio `Token`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct IoKey {
+    index: u32,
+    gen: u32,
+}
+
+impl IoKey {
+    pub(crate) fn token(self) -> mio::Token {
+        mio::Token((self.gen as usize) << 32 | self.index as usize)
+    }
+
+    pub(crate) fn from_token(t: mio::Token) -> IoKey {
+        IoKey {
+            index: (t.0 & 0xffff_ffff) as u32,
+            gen: (t.0 >> 32) as u32,
+        }
+    }
+}
+
+/// A raw reader or writer callback; kept in an `Option` so it can be taken out
+/// while it runs.
+pub(crate) type RawCallback = Box<dyn FnMut(&super::Loop)>;
+
+pub(crate) struct RawSource {
+    #[cfg(unix)]
+    pub(crate) fd: RawFd,
+    pub(crate) reader: Option<RawCallback>,
+    pub(crate) writer: Option<RawCallback>,
+    /// Bumped whenever the reader/writer is replaced or removed, so a callback
+    /// taken out to run is not put back over its replacement.
+    pub(crate) reader_version: u64,
+    pub(crate) writer_version: u64,
+}
+
+pub(crate) enum Kind {
+    Raw(RawSource),
+}
+
+pub(crate) struct Source {
+    gen: u32,
+    pub(crate) kind: Kind,
+    pub(crate) interest: Option<mio::Interest>,
+    /// Readiness seen since the last dispatch.
+    pub(crate) readable: bool,
+    pub(crate) writable: bool,
+    /// Whether a dispatch task is already in the ready queue.
+    pub(crate) queued: bool,
+    pub(crate) registered_at: &'static Location<'static>,
+}
+
+/// Who owns a file descriptor in the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// `add_reader`/`add_writer`.
+    User,
+    /// A transport or listener: `add_reader` must not take it over.
+    #[allow(dead_code)]
+    Transport,
+}
+
+#[derive(Default)]
+pub(crate) struct Registry {
+    sources: Slab<Source>,
+    next_gen: u32,
+    #[cfg(unix)]
+    by_fd: HashMap<RawFd, (IoKey, Owner)>,
+}
+
+impl Registry {
+    pub(crate) fn insert(
+        &mut self,
+        kind: Kind,
+        registered_at: &'static Location<'static>,
+    ) -> IoKey {
+        self.next_gen = self.next_gen.wrapping_add(1);
+        let gen = self.next_gen;
+        let index = self.sources.insert(Source {
+            gen,
+            kind,
+            interest: None,
+            readable: false,
+            writable: false,
+            queued: false,
+            registered_at,
+        });
+        IoKey {
+            index: u32::try_from(index).expect("more than 2^32 I/O sources"),
+            gen,
+        }
+    }
+
+    pub(crate) fn get(&self, key: IoKey) -> Option<&Source> {
+        self.sources
+            .get(key.index as usize)
+            .filter(|s| s.gen == key.gen)
+    }
+
+    pub(crate) fn get_mut(&mut self, key: IoKey) -> Option<&mut Source> {
+        self.sources
+            .get_mut(key.index as usize)
+            .filter(|s| s.gen == key.gen)
+    }
+
+    pub(crate) fn remove(&mut self, key: IoKey) -> Option<Source> {
+        self.get(key)?;
+        Some(self.sources.remove(key.index as usize))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// Records readiness from a poll event; returns whether a dispatch task
+    /// must be queued for it.
+    pub(crate) fn note_event(&mut self, key: IoKey, readable: bool, writable: bool) -> bool {
+        let Some(s) = self.get_mut(key) else {
+            return false;
+        };
+        s.readable |= readable;
+        s.writable |= writable;
+        if s.queued || !(s.readable || s.writable) {
+            return false;
+        }
+        s.queued = true;
+        true
+    }
+
+    /// Removes every source (for `close()`), returning them to be dropped.
+    pub(crate) fn drain(&mut self) -> Vec<Source> {
+        #[cfg(unix)]
+        self.by_fd.clear();
+        self.sources.drain().collect()
+    }
+
+    pub(crate) fn infos(&self, at_most: usize) -> Vec<IoInfo> {
+        self.sources
+            .iter()
+            .take(at_most)
+            .map(|(_, s)| IoInfo {
+                kind: match s.kind {
+                    Kind::Raw(_) => "reader/writer",
+                },
+                interest: s
+                    .interest
+                    .map_or((false, false), |i| (i.is_readable(), i.is_writable())),
+                registered_at: s.registered_at,
+            })
+            .collect()
+    }
+
+    #[cfg(unix)]
+    pub(crate) fn by_fd(&self, fd: RawFd) -> Option<(IoKey, Owner)> {
+        self.by_fd.get(&fd).copied()
+    }
+
+    #[cfg(unix)]
+    pub(crate) fn set_fd(&mut self, fd: RawFd, key: IoKey, owner: Owner) {
+        self.by_fd.insert(fd, (key, owner));
+    }
+
+    #[cfg(unix)]
+    pub(crate) fn clear_fd(&mut self, fd: RawFd) {
+        self.by_fd.remove(&fd);
+    }
+
+    /// The user-owned raw source for `fd`, creating it if needed.
+    #[cfg(unix)]
+    pub(crate) fn raw_for_fd(
+        &mut self,
+        fd: RawFd,
+        at: &'static Location<'static>,
+    ) -> Result<IoKey, Error> {
+        match self.by_fd(fd) {
+            Some((_, Owner::Transport)) => Err(Error::Owned),
+            Some((key, Owner::User)) => Ok(key),
+            None => {
+                let key = self.insert(
+                    Kind::Raw(RawSource {
+                        fd,
+                        reader: None,
+                        writer: None,
+                        reader_version: 0,
+                        writer_version: 0,
+                    }),
+                    at,
+                );
+                self.set_fd(fd, key, Owner::User);
+                Ok(key)
+            }
+        }
+    }
+}
+
+/// The interest a raw source needs for its current reader/writer.
+pub(crate) fn raw_interest(raw: &RawSource) -> Option<mio::Interest> {
+    match (raw.reader.is_some(), raw.writer.is_some()) {
+        (true, true) => Some(mio::Interest::READABLE | mio::Interest::WRITABLE),
+        (true, false) => Some(mio::Interest::READABLE),
+        (false, true) => Some(mio::Interest::WRITABLE),
+        (false, false) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip_and_stale_keys_miss() {
+        let mut r = Registry::default();
+        let kind = || {
+            Kind::Raw(RawSource {
+                #[cfg(unix)]
+                fd: 0,
+                reader: None,
+                writer: None,
+                reader_version: 0,
+                writer_version: 0,
+            })
+        };
+        let a = r.insert(kind(), Location::caller());
+        assert_eq!(IoKey::from_token(a.token()), a);
+        r.remove(a).unwrap();
+        let b = r.insert(kind(), Location::caller());
+        assert_eq!(a.index, b.index, "slot reused");
+        assert!(
+            r.get(a).is_none(),
+            "the old key must not reach the new source"
+        );
+        assert!(r.get(b).is_some());
+        assert!(r.note_event(b, true, false));
+        assert!(!r.note_event(b, true, false), "queued once");
+    }
+}
+
+#[cfg(unix)]
+mod raw_api {
+    use super::*;
+    use crate::reactor::{ExceptionContext, Loop};
+    use crate::Failure;
+    use mio::unix::SourceFd;
+    use std::panic::{self, AssertUnwindSafe};
+
+    impl Loop {
+        /// Calls `f` whenever `fd` is readable: on every turn while unread data
+        /// remains (level-triggered, as asyncio's readers are), until
+        /// [`remove_reader`](Self::remove_reader). One reader per fd: a new one
+        /// replaces the old. Keep `fd` open while it is registered.
+        ///
+        /// Each call costs one extra `epoll_ctl` to re-arm the fd; transports
+        /// do not pay it.
+        ///
+        /// # Errors
+        /// [`Error::Closed`]; [`Error::Owned`] if a transport or listener owns
+        /// `fd`; [`Error::Io`] if the selector refuses it (e.g. a regular file).
+        #[track_caller]
+        pub fn add_reader(&self, fd: RawFd, f: impl FnMut(&Loop) + 'static) -> Result<(), Error> {
+            self.set_raw(fd, Some(Box::new(f)), true, Location::caller())
+                .map(drop)
+        }
+
+        /// Calls `f` on every turn while `fd` is writable; see [`add_reader`](Self::add_reader).
+        ///
+        /// # Errors
+        /// As for `add_reader`.
+        #[track_caller]
+        pub fn add_writer(&self, fd: RawFd, f: impl FnMut(&Loop) + 'static) -> Result<(), Error> {
+            self.set_raw(fd, Some(Box::new(f)), false, Location::caller())
+                .map(drop)
+        }
+
+        /// Removes the reader of `fd`; returns whether there was one. `false`
+        /// on a closed loop and for a transport's fd.
+        #[track_caller]
+        pub fn remove_reader(&self, fd: RawFd) -> bool {
+            self.set_raw(fd, None, true, Location::caller())
+                .unwrap_or(false)
+        }
+
+        /// Removes the writer of `fd`; returns whether there was one.
+        #[track_caller]
+        pub fn remove_writer(&self, fd: RawFd) -> bool {
+            self.set_raw(fd, None, false, Location::caller())
+                .unwrap_or(false)
+        }
+
+        /// Installs or removes one side; returns whether that side had a callback.
+        fn set_raw(
+            &self,
+            fd: RawFd,
+            cb: Option<RawCallback>,
+            read: bool,
+            at: &'static Location<'static>,
+        ) -> Result<bool, Error> {
+            let inner = &self.inner;
+            inner.check_open()?;
+            let adding = cb.is_some();
+            let mut io = inner.io.borrow_mut();
+            if !adding && !matches!(io.by_fd(fd), Some((_, Owner::User))) {
+                return Ok(false);
+            }
+            let key = io.raw_for_fd(fd, at)?;
+            let src = io.get_mut(key).expect("registered fd has a source");
+            let Kind::Raw(raw) = &mut src.kind;
+            let old = if read {
+                raw.reader_version += 1;
+                std::mem::replace(&mut raw.reader, cb)
+            } else {
+                raw.writer_version += 1;
+                std::mem::replace(&mut raw.writer, cb)
+            };
+            let want = raw_interest(raw);
+            let have = src.interest;
+            let poll = inner.poll.borrow();
+            let registry = poll.registry();
+            let result = match (have, want) {
+                (None, Some(i)) => registry.register(&mut SourceFd(&fd), key.token(), i),
+                (Some(_), Some(i)) => registry.reregister(&mut SourceFd(&fd), key.token(), i),
+                (Some(_), None) => registry.deregister(&mut SourceFd(&fd)),
+                (None, None) => Ok(()),
+            };
+            let had = old.is_some();
+            let mut garbage = vec![old];
+            match result {
+                Ok(()) => {
+                    src.interest = want;
+                    if want.is_none() {
+                        io.clear_fd(fd);
+                        if let Some(Source {
+                            kind: Kind::Raw(r), ..
+                        }) = io.remove(key)
+                        {
+                            garbage.push(r.reader);
+                            garbage.push(r.writer);
+                        }
+                    }
+                }
+                Err(e) => {
+                    // Undo: the new callback goes, and so does an empty source.
+                    let Kind::Raw(raw) = &mut src.kind;
+                    let new = if read {
+                        &mut raw.reader
+                    } else {
+                        &mut raw.writer
+                    };
+                    garbage.push(new.take());
+                    if src.interest.is_none() {
+                        io.clear_fd(fd);
+                        io.remove(key);
+                    }
+                    drop((poll, io));
+                    drop(garbage);
+                    return Err(Error::Io(e));
+                }
+            }
+            drop((poll, io));
+            drop(garbage);
+            Ok(had)
+        }
+
+        /// Runs the reader and/or writer of a ready raw source, then re-arms it.
+        pub(crate) fn dispatch_raw(&self, key: IoKey) {
+            let inner = &self.inner;
+            let (fd, mut reader, mut writer) = {
+                let mut io = inner.io.borrow_mut();
+                let Some(src) = io.get_mut(key) else { return };
+                src.queued = false;
+                let r = std::mem::take(&mut src.readable);
+                let w = std::mem::take(&mut src.writable);
+                let Kind::Raw(raw) = &mut src.kind;
+                let reader = if r {
+                    raw.reader.take().map(|cb| (cb, raw.reader_version))
+                } else {
+                    None
+                };
+                let writer = if w {
+                    raw.writer.take().map(|cb| (cb, raw.writer_version))
+                } else {
+                    None
+                };
+                (raw.fd, reader, writer)
+            };
+            let called = reader.is_some() || writer.is_some();
+            if let Some((cb, version)) = reader.as_mut() {
+                self.call_raw(key, cb, true, *version);
+            }
+            if let Some((cb, version)) = writer.as_mut() {
+                self.call_raw(key, cb, false, *version);
+            }
+            // Put each callback back unless it was replaced or removed meanwhile.
+            let mut garbage = Vec::new();
+            let mut io = inner.io.borrow_mut();
+            if let Some(src) = io.get_mut(key) {
+                let Kind::Raw(raw) = &mut src.kind;
+                for (cb, version, read) in [(reader, 0, true), (writer, 0, false)]
+                    .into_iter()
+                    .filter_map(|(c, _, r)| c.map(|(cb, v)| (cb, v, r)))
+                {
+                    let (slot, current) = if read {
+                        (&mut raw.reader, raw.reader_version)
+                    } else {
+                        (&mut raw.writer, raw.writer_version)
+                    };
+                    if version == current && slot.is_none() {
+                        *slot = Some(cb);
+                    } else {
+                        garbage.push(cb);
+                    }
+                }
+                // Level-triggered: re-arm, so the kernel reports the fd again
+                // at the next poll if it is still ready.
+                if let (true, Some(interest)) = (called, src.interest) {
+                    let poll = inner.poll.borrow();
+                    if let Err(e) =
+                        poll.registry()
+                            .reregister(&mut SourceFd(&fd), key.token(), interest)
+                    {
+                        log::error!("deferloop: re-arming fd {fd} failed: {e}");
+                    }
+                }
+            } else {
+                garbage.extend(reader.map(|r| r.0));
+                garbage.extend(writer.map(|w| w.0));
+            }
+            drop(io);
+            drop(garbage);
+        }
+
+        fn call_raw(&self, key: IoKey, cb: &mut RawCallback, read: bool, _version: u64) {
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| cb(self))) {
+                let loc = self
+                    .inner
+                    .io
+                    .borrow()
+                    .get(key)
+                    .map_or(Location::caller(), |s| s.registered_at);
+                let failure = Failure::from_panic(payload, loc);
+                let message = if read {
+                    "Exception in reader callback"
+                } else {
+                    "Exception in writer callback"
+                };
+                self.call_exception_handler(&ExceptionContext {
+                    message,
+                    failure: Some(&failure),
+                    location: Some(loc),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The ready queue: callbacks to run on the next step 6. Owns `ReadyQueue`, `Task`, `Job`.
+//!
+//! A FIFO (`VecDeque`) of tasks, each numbered by a running sequence number, so a
+//! handle finds its task in O(1) (`seq - head`) and cancelling it drops the
+//! callback at once, leaving a tombstone that step 6 skips. Step 6 runs a
+//! *snapshot*: only the tasks present when it began (see `Inner::run_ready`).
+//! Not here: running tasks (reactor/mod.rs). Tests: below, tests/loop_order.rs.
+
+use super::io::IoKey;
+use super::timers::TimerId;
+use super::Loop;
+use crate::context::Context;
+use std::collections::VecDeque;
+use std::panic::Location;
+
+/// A scheduled callback.
+pub(crate) type Callback = Box<dyn FnOnce(&Loop)>;
+
+pub(crate) enum Job {
+    /// A user callback.
+    Call(Callback),
+    /// An I/O source is ready: dispatch it (reactor/io.rs).
+    Io(IoKey),
+    /// Cancelled: skip.
+    Cancelled,
+}
+
+/// One entry of the ready queue: the job plus what was current when it was scheduled.
+pub(crate) struct Task {
+    pub(crate) job: Job,
+    pub(crate) ctx: Context,
+    pub(crate) loc: &'static Location<'static>,
+    /// Set when the task is a due timer, whose slot is freed when it runs.
+    pub(crate) timer: Option<TimerId>,
+}
+
+#[derive(Default)]
+pub(crate) struct ReadyQueue {
+    q: VecDeque<Task>,
+    /// Sequence number of `q[0]`.
+    head: u64,
+}
+
+impl ReadyQueue {
+    pub(crate) fn len(&self) -> usize {
+        self.q.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+
+    /// Sequence number the next pushed task will get.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.head + self.q.len() as u64
+    }
+
+    pub(crate) fn push(&mut self, task: Task) -> u64 {
+        let seq = self.next_seq();
+        self.q.push_back(task);
+        seq
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Task> {
+        let t = self.q.pop_front()?;
+        self.head += 1;
+        Some(t)
+    }
+
+    fn get_mut(&mut self, seq: u64) -> Option<&mut Task> {
+        let idx = seq.checked_sub(self.head)?;
+        self.q.get_mut(usize::try_from(idx).ok()?)
+    }
+
+    /// Whether task `seq` is still queued and not cancelled.
+    pub(crate) fn is_pending(&self, seq: u64) -> bool {
+        let Some(idx) = seq.checked_sub(self.head) else {
+            return false;
+        };
+        matches!(self.q.get(idx as usize), Some(t) if !matches!(t.job, Job::Cancelled))
+    }
+
+    /// Cancels task `seq` if it is queued; returns its job for the caller to
+    /// drop outside any borrow (dropping a closure may run arbitrary code).
+    pub(crate) fn cancel(&mut self, seq: u64) -> Option<Job> {
+        let t = self.get_mut(seq)?;
+        match std::mem::replace(&mut t.job, Job::Cancelled) {
+            Job::Cancelled => None,
+            job => Some(job),
+        }
+    }
+
+    /// Takes every task out (for `close()`); sequence numbers stay consumed.
+    pub(crate) fn drain(&mut self) -> Vec<Task> {
+        self.head += self.q.len() as u64;
+        let out = self.q.drain(..).collect();
+        self.q.shrink_to_fit();
+        out
+    }
+
+    /// Scheduling locations of the queued tasks, for diagnostics.
+    pub(crate) fn locations(&self) -> impl Iterator<Item = &'static Location<'static>> + '_ {
+        self.q
+            .iter()
+            .filter(|t| !matches!(t.job, Job::Cancelled))
+            .map(|t| t.loc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task() -> Task {
+        Task {
+            job: Job::Call(Box::new(|_| {})),
+            ctx: Context::default(),
+            loc: Location::caller(),
+            timer: None,
+        }
+    }
+
+    #[test]
+    fn sequence_numbers_find_tasks_after_pops() {
+        let mut q = ReadyQueue::default();
+        let a = q.push(task());
+        let b = q.push(task());
+        assert!(q.pop().is_some());
+        assert!(!q.is_pending(a));
+        assert!(q.is_pending(b));
+        assert!(q.cancel(b).is_some());
+        assert!(q.cancel(b).is_none(), "cancel is idempotent");
+        assert!(!q.is_pending(b));
+        assert_eq!(q.len(), 1, "the tombstone stays until popped");
+        let c = q.push(task());
+        assert_eq!(c, b + 1);
+        assert!(q.cancel(a).is_none());
+    }
+
+    #[test]
+    fn drain_consumes_sequence_numbers() {
+        let mut q = ReadyQueue::default();
+        let a = q.push(task());
+        assert_eq!(q.drain().len(), 1);
+        assert!(!q.is_pending(a));
+        assert_eq!(q.push(task()), a + 1);
+    }
+}

@@ -1,0 +1,167 @@
+//! One turn of the loop: the six steps, in order, one line each.
+//!
+//! ```text
+//! [1 cancelled timers] → [2 timeout] → [3 poll] → [4 I/O → ready] → [5 due timers → ready] → [6 run snapshot] ↺
+//! ```
+//! Order within a turn is therefore: callbacks queued before the turn, then I/O
+//! callbacks (and remote calls), then due timers. Anything scheduled during
+//! step 6 waits for the next turn, whose poll then has a zero timeout.
+//! Tests: tests/loop_order.rs, tests/loop_timers.rs.
+
+use super::monitor::{Published, LIST_AT_MOST, PUBLISH_EVERY};
+use super::ready::{Job, Task};
+use super::{Inner, Loop, MAX_TIMEOUT, WAKER};
+use crate::context::Context;
+use crate::Error;
+use std::io;
+use std::time::{Duration, Instant};
+
+impl Inner {
+    pub(crate) fn turn(&self, lp: &Loop) -> Result<(), Error> {
+        // 1. Cancelled timers: none to drop. `Handle::cancel` removed them from
+        //    the heap at once (timers.rs), where asyncio drops them lazily here.
+        let timeout = self.poll_timeout(); //   2. 0 | next deadline (≤ 24 h) | block
+        self.poll(timeout)?; //                 3. the only place the loop sleeps
+        self.queue_io_callbacks(); //           4. ready sources and remote calls → ready queue
+        self.queue_due_timers(Instant::now()); // 5. deadline <= now, FIFO among equals
+        self.run_ready(lp); //                  6. only what was queued when this step began
+        self.turns.set(self.turns.get() + 1);
+        Ok(())
+    }
+
+    /// Step 2: zero if there is work or a pending stop, else until the
+    /// earliest timer (capped at 24 h), else `None` (block).
+    fn poll_timeout(&self) -> Option<Duration> {
+        if self.stopping.get() || !self.ready.borrow().is_empty() {
+            return Some(Duration::ZERO);
+        }
+        let next = self.timers.borrow().next_deadline()?;
+        Some(
+            next.saturating_duration_since(Instant::now())
+                .min(MAX_TIMEOUT),
+        )
+    }
+
+    /// Step 3. mio rounds a sub-millisecond timeout *up*, so a timer is never
+    /// polled for in a busy loop; an interrupted poll counts as no events.
+    fn poll(&self, timeout: Option<Duration>) -> Result<(), Error> {
+        let mut events = self.events.borrow_mut();
+        match self.poll.borrow_mut().poll(&mut events, timeout) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                events.clear();
+                Ok(())
+            }
+            Err(e) => Err(Error::Io(e)),
+        }
+    }
+
+    /// Step 4: one dispatch task per ready source, then the remote calls.
+    fn queue_io_callbacks(&self) {
+        let events = self.events.borrow();
+        let mut io = self.io.borrow_mut();
+        let mut ready = self.ready.borrow_mut();
+        for ev in events.iter() {
+            if ev.token() == WAKER {
+                continue;
+            }
+            let key = super::io::IoKey::from_token(ev.token());
+            let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+            let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+            if io.note_event(key, readable, writable) {
+                let loc = io
+                    .get(key)
+                    .map_or(std::panic::Location::caller(), |s| s.registered_at);
+                ready.push(Task {
+                    job: Job::Io(key),
+                    ctx: Context::default(),
+                    loc,
+                    timer: None,
+                });
+            }
+        }
+        drop((io, events));
+        // Remote calls: checked every turn (one atomic load), drained only if
+        // some thread queued one since the last drain.
+        if self.shared.wake_pending() {
+            let mut spare = self.spare.borrow_mut();
+            self.shared.take_jobs(&mut spare);
+            for job in spare.drain(..) {
+                ready.push(Task {
+                    job: Job::Call(job.f),
+                    ctx: Context::default(),
+                    loc: job.loc,
+                    timer: None,
+                });
+            }
+        }
+    }
+
+    /// Step 5: every timer due by `now` moves to the ready queue, in heap
+    /// order, keeping its slot so it can still be cancelled until it runs.
+    fn queue_due_timers(&self, now: Instant) {
+        let mut timers = self.timers.borrow_mut();
+        let mut ready = self.ready.borrow_mut();
+        while let Some((id, mut task)) = timers.pop_due_reserved(now, |_| ready.next_seq()) {
+            task.timer = Some(id);
+            ready.push(task);
+        }
+    }
+
+    /// Step 6: run exactly the tasks queued when this step began.
+    fn run_ready(&self, lp: &Loop) {
+        if self.instrumented.get() {
+            self.publish();
+        }
+        let n = self.ready.borrow().len();
+        for _ in 0..n {
+            let Some(task) = self.ready.borrow_mut().pop() else {
+                break;
+            };
+            if let Some(id) = task.timer {
+                self.timers.borrow_mut().release(id);
+            }
+            self.run_task(lp, task);
+        }
+    }
+
+    /// Publishes a summary for monitors, at most every 10 ms.
+    fn publish(&self) {
+        let now = Instant::now();
+        if self
+            .last_publish
+            .get()
+            .is_some_and(|t| now - t < PUBLISH_EVERY)
+        {
+            return;
+        }
+        self.last_publish.set(Some(now));
+        let ready = self.ready.borrow();
+        let timers = self.timers.borrow();
+        let mut listed: Vec<_> = timers
+            .iter()
+            .map(|(deadline, t)| super::TimerInfo {
+                deadline,
+                scheduled_at: t.loc,
+            })
+            .collect();
+        listed.sort_by_key(|t| t.deadline);
+        listed.truncate(LIST_AT_MOST);
+        let p = Published {
+            at: Some(now),
+            turns: self.turns.get(),
+            ready: ready.len(),
+            ready_sites: ready.locations().take(LIST_AT_MOST).collect(),
+            timer_count: timers.len(),
+            timers: listed,
+            io_sources: self.io.borrow().infos(LIST_AT_MOST),
+        };
+        drop((ready, timers));
+        *self
+            .shared
+            .monitor
+            .published
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = p;
+    }
+}

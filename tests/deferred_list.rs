@@ -1,0 +1,271 @@
+//! DeferredList, gather_results and race (Twisted rules R36–R43), including the
+//! deliberate change: failures delivered to the list's consumer are consumed.
+
+use deferloop::deferred::{
+    fail, gather_results, race, succeed, Cancelled, Deferred, DeferredList, FailureGroup,
+    FirstError, ListResult,
+};
+use deferloop::Failure;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+mod util;
+
+fn all<T>(r: ListResult<T>) -> Vec<Result<T, Failure>> {
+    match r {
+        ListResult::All(v) => v,
+        ListResult::First { .. } => panic!("expected All"),
+    }
+}
+
+fn unhandled(needle: &str) -> usize {
+    util::logs()
+        .mine()
+        .iter()
+        .filter(|r| r.message.contains("Unhandled error in Deferred") && r.message.contains(needle))
+        .count()
+}
+
+/// R37: results in input order, whatever the firing order; failures included.
+#[test]
+fn list_fires_with_all_results_in_input_order() {
+    util::logs();
+    let (a, ar) = Deferred::<u8>::new();
+    let (b, br) = Deferred::<u8>::new();
+    let (c, cr) = Deferred::<u8>::new();
+    let l = DeferredList::new(vec![a, b, c]).build();
+    cr.callback(3).unwrap();
+    ar.errback(Failure::msg("list-a")).unwrap();
+    assert!(!l.is_called());
+    br.callback(2).unwrap();
+    let v = all(l.result().unwrap().unwrap());
+    assert_eq!(v[0].as_ref().unwrap_err().to_string(), "list-a");
+    assert_eq!(*v[1].as_ref().unwrap(), 2);
+    assert_eq!(*v[2].as_ref().unwrap(), 3);
+    drop((ar, br, cr));
+    assert_eq!(unhandled("list-a"), 0, "delivered failures are consumed");
+}
+
+/// R36: already-fired inputs report during construction.
+#[test]
+fn already_fired_inputs_report_at_construction() {
+    let l = DeferredList::new(vec![succeed(1u8), succeed(2)]).build();
+    let v: Vec<u8> = all(l.result().unwrap().unwrap())
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(v, [1, 2]);
+}
+
+/// R38: an empty list fires All([]) at once, even with fire_on_one_errback, but
+/// never with fire_on_one_callback.
+#[test]
+fn empty_list_fires_at_once_except_with_fire_on_one_callback() {
+    let l = DeferredList::<u8>::new(vec![]).build();
+    assert!(all(l.result().unwrap().unwrap()).is_empty());
+    let l = DeferredList::<u8>::new(vec![])
+        .fire_on_one_errback(true)
+        .build();
+    assert!(all(l.result().unwrap().unwrap()).is_empty());
+    let l = DeferredList::<u8>::new(vec![])
+        .fire_on_one_callback(true)
+        .build();
+    assert!(!l.is_called());
+}
+
+/// R37: fire_on_one_callback fires First with the first success.
+#[test]
+fn fire_on_one_callback_gives_the_first_success() {
+    let (a, _ar) = Deferred::<u8>::new();
+    let (b, br) = Deferred::<u8>::new();
+    let l = DeferredList::new(vec![a, b])
+        .fire_on_one_callback(true)
+        .build();
+    br.callback(9).unwrap();
+    match l.result().unwrap().unwrap() {
+        ListResult::First { index, value } => assert_eq!((index, value), (1, 9)),
+        ListResult::All(_) => panic!("expected First"),
+    }
+}
+
+/// R38 (V): with fire_on_one_callback and every input failing, All of failures.
+#[test]
+fn fire_on_one_callback_with_all_failing_gives_all_failures() {
+    let l = DeferredList::new(vec![fail::<u8>(Failure::msg("x")), fail(Failure::msg("y"))])
+        .fire_on_one_callback(true)
+        .build();
+    let v = all(l.result().unwrap().unwrap());
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[1].as_ref().unwrap_err().to_string(), "y");
+}
+
+/// R37/R40: fire_on_one_errback errbacks with FirstError{index, failure}; its
+/// Display is `FirstError[#i, failure]` and source() is the failure's error. A
+/// later failure is delivered nowhere and so reported on its input.
+#[test]
+fn fire_on_one_errback_gives_first_error_and_late_failures_are_reported() {
+    util::logs();
+    let (a, ar) = Deferred::<u8>::new();
+    let (b, br) = Deferred::<u8>::new();
+    let (c, cr) = Deferred::<u8>::new();
+    let l = DeferredList::new(vec![a, b, c])
+        .fire_on_one_errback(true)
+        .build();
+    ar.callback(1).unwrap();
+    let boom = Failure::msg("first-err-b");
+    br.errback(boom.clone()).unwrap();
+    let f = l.result().unwrap().unwrap_err();
+    let fe = f.downcast_ref::<FirstError>().unwrap();
+    assert_eq!(fe.index, 1);
+    assert!(Failure::ptr_eq(&fe.failure, &boom));
+    assert_eq!(fe.to_string(), "FirstError[#1, first-err-b]");
+    assert_eq!(
+        std::error::Error::source(fe).unwrap().to_string(),
+        "first-err-b"
+    );
+    assert_eq!(
+        fe,
+        &FirstError {
+            index: 1,
+            failure: boom.clone()
+        }
+    );
+    cr.errback(Failure::msg("late-c")).unwrap();
+    drop((ar, br));
+    assert_eq!(unhandled("first-err-b"), 0);
+    drop(cr);
+    assert_eq!(unhandled("late-c"), 1);
+}
+
+/// R39: consume_errors(true) silences failures delivered nowhere.
+#[test]
+fn consume_errors_silences_late_failures() {
+    util::logs();
+    let (a, ar) = Deferred::<u8>::new();
+    let (b, br) = Deferred::<u8>::new();
+    let l = DeferredList::new(vec![a, b])
+        .fire_on_one_errback(true)
+        .consume_errors(true)
+        .build();
+    ar.errback(Failure::msg("ce-first")).unwrap();
+    br.errback(Failure::msg("ce-late")).unwrap();
+    drop((ar, br, l));
+    assert_eq!(unhandled("ce-late"), 0);
+}
+
+/// R41: cancelling the list cancels every input; a panicking canceller is logged
+/// and the rest are still cancelled; the list then fires with the results.
+#[test]
+fn cancelling_the_list_cancels_every_input() {
+    util::logs();
+    let hits = Rc::new(Cell::new(0));
+    let h = hits.clone();
+    let (a, _ar) = Deferred::<u8>::with_canceller(move |_| h.set(h.get() + 1));
+    let (b, _br) = Deferred::<u8>::with_canceller(|_| panic!("list-canceller-panics"));
+    let (c, _cr) = Deferred::<u8>::new();
+    let l = DeferredList::new(vec![a, b, c]).build();
+    l.cancel();
+    assert_eq!(hits.get(), 1);
+    assert_eq!(
+        util::logs()
+            .mine()
+            .iter()
+            .filter(|r| r.message.contains("list-canceller-panics"))
+            .count(),
+        1
+    );
+    // b stays unfired, so the list itself is cancelled.
+    assert!(l.result().unwrap().unwrap_err().check::<Cancelled>());
+}
+
+/// R41: cancel with every input cancellable fires the list with their Cancelled
+/// failures (delivered, hence consumed); cancel after firing does nothing.
+#[test]
+fn cancel_fires_list_with_cancelled_inputs() {
+    let (a, _ar) = Deferred::<u8>::new();
+    let (b, _br) = Deferred::<u8>::new();
+    let l = DeferredList::new(vec![a, b]).build();
+    l.cancel();
+    let v = all(l.result().unwrap().unwrap());
+    assert!(v
+        .iter()
+        .all(|r| r.as_ref().unwrap_err().check::<Cancelled>()));
+}
+
+/// R42: gather_results: values in order; a failure as FirstError; empty → [].
+#[test]
+fn gather_results_collects_values_or_first_error() {
+    let (a, ar) = Deferred::<u8>::new();
+    let g = gather_results(vec![a, succeed(2)]);
+    ar.callback(1).unwrap();
+    assert_eq!(g.result().unwrap().unwrap(), [1, 2]);
+
+    let g = gather_results(vec![succeed(1u8), fail(Failure::msg("g-fail"))]);
+    let f = g.result().unwrap().unwrap_err();
+    assert_eq!(f.downcast_ref::<FirstError>().unwrap().index, 1);
+
+    assert!(gather_results::<u8>(vec![])
+        .result()
+        .unwrap()
+        .unwrap()
+        .is_empty());
+}
+
+/// R42: cancelling gather cancels every input.
+#[test]
+fn cancelling_gather_cancels_inputs() {
+    let (a, ar) = Deferred::<u8>::new();
+    let (b, br) = Deferred::<u8>::new();
+    let g = gather_results(vec![a, b]);
+    g.cancel();
+    assert!(ar.is_called() && br.is_called());
+    let f = g.result().unwrap().unwrap_err();
+    let fe = f.downcast_ref::<FirstError>().unwrap();
+    assert_eq!(fe.index, 0);
+    assert!(fe.failure.check::<Cancelled>());
+}
+
+/// R43: the first success wins; every other input is cancelled exactly once;
+/// their Cancelled failures are consumed quietly.
+#[test]
+fn race_first_success_wins_and_cancels_the_others_once() {
+    util::logs();
+    let cancels = Rc::new(RefCell::new(Vec::new()));
+    let mk = |i: usize| {
+        let c = cancels.clone();
+        Deferred::<u8>::with_canceller(move |_| c.borrow_mut().push(i))
+    };
+    let (a, _ar) = mk(0);
+    let (b, br) = mk(1);
+    let (c, _cr) = mk(2);
+    let r = race(vec![a, b, c]);
+    br.callback(5).unwrap();
+    assert_eq!(r.result().unwrap().unwrap(), (1, 5));
+    assert_eq!(*cancels.borrow(), [0, 2]);
+    assert_eq!(unhandled("Deferred was cancelled"), 0);
+}
+
+/// R43: all inputs failing → FailureGroup in index order.
+#[test]
+fn race_all_failing_gives_failure_group_in_index_order() {
+    let (a, ar) = Deferred::<u8>::new();
+    let (b, br) = Deferred::<u8>::new();
+    let r = race(vec![a, b]);
+    br.errback(Failure::msg("second")).unwrap();
+    ar.errback(Failure::msg("first")).unwrap();
+    let f = r.result().unwrap().unwrap_err();
+    let g = f.downcast_ref::<FailureGroup>().unwrap();
+    let msgs: Vec<String> = g.0.iter().map(|f| f.to_string()).collect();
+    assert_eq!(msgs, ["first", "second"]);
+}
+
+/// R43: cancelling the race cancels all inputs; later results are ignored.
+#[test]
+fn cancelling_race_cancels_all_and_ignores_later_results() {
+    let (a, ar) = Deferred::<u8>::with_canceller(|_| {});
+    let (b, br) = Deferred::<u8>::with_canceller(|_| {});
+    let r = race(vec![a, b]);
+    r.cancel();
+    assert!(ar.is_called() && br.is_called());
+    assert!(r.result().unwrap().unwrap_err().check::<Cancelled>());
+}
