@@ -169,3 +169,52 @@ fn defer_later_f_returning_a_deferred_chains() {
     clock.advance(S);
     assert_eq!(d.result().unwrap().unwrap(), "done");
 }
+
+/// A clock that can no longer schedule anything (a closed loop).
+#[derive(Clone)]
+struct ClosedClock;
+
+struct NoTimer;
+
+impl deferloop::Timer for NoTimer {
+    fn cancel(&self) -> bool {
+        false
+    }
+    fn is_active(&self) -> bool {
+        false
+    }
+}
+
+impl deferloop::Clock for ClosedClock {
+    type Timer = NoTimer;
+    fn now(&self) -> std::time::Instant {
+        std::time::Instant::now()
+    }
+    fn call_later<F: FnOnce() + 'static>(
+        &self,
+        _: Duration,
+        _: F,
+    ) -> Result<NoTimer, deferloop::Error> {
+        Err(deferloop::Error::Closed)
+    }
+}
+
+/// If the clock cannot schedule, add_timeout cancels at once and the Cancelled
+/// failure is replaced by the clock's error; defer_later fails with it.
+#[test]
+fn clock_errors_become_failures() {
+    let (d, _r) = Deferred::<u8>::new();
+    let d = d.add_timeout(S, &ClosedClock);
+    let f = d.result().unwrap().unwrap_err();
+    assert!(matches!(
+        f.downcast_ref::<deferloop::Error>(),
+        Some(deferloop::Error::Closed)
+    ));
+
+    let d = defer_later(&ClosedClock, S, || Ok::<_, Failure>(1u8));
+    let f = d.result().unwrap().unwrap_err();
+    assert!(matches!(
+        f.downcast_ref::<deferloop::Error>(),
+        Some(deferloop::Error::Closed)
+    ));
+}

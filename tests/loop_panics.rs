@@ -1,0 +1,95 @@
+//! Panics in callbacks are contained and reported; the loop goes on.
+
+mod util;
+
+use deferloop::{Error, EventLoop, Panicked};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// A panicking callback does not stop the turn; the handler gets the location.
+#[test]
+fn a_panicking_callback_does_not_stop_the_turn() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let l = log.clone();
+    ev.set_exception_handler(Some(
+        move |_: &deferloop::Loop, ctx: &deferloop::ExceptionContext<'_>| {
+            let f = ctx.failure.unwrap();
+            l.borrow_mut().push(format!(
+                "{}|{}|{}",
+                ctx.message,
+                f.downcast_ref::<Panicked>().unwrap().message,
+                ctx.location.unwrap().line()
+            ));
+        },
+    ));
+    let l = log.clone();
+    ev.call_soon(move |_| l.borrow_mut().push("a".into()))?;
+    let line = line!() + 1;
+    ev.call_soon(|_| panic!("boom"))?;
+    let l = log.clone();
+    ev.call_soon(move |_| l.borrow_mut().push("b".into()))?;
+    // Two timers due in the same turn: the first panics, the second still runs.
+    ev.call_later(Duration::ZERO, |_| panic!("timer boom"))?;
+    let l = log.clone();
+    ev.call_later(Duration::ZERO, move |_| l.borrow_mut().push("t".into()))?;
+    ev.run_once()?;
+    let got = log.borrow().clone();
+    assert_eq!(got[0], "a");
+    assert_eq!(got[1], format!("Exception in callback|boom|{line}"));
+    assert_eq!(got[2], "b");
+    assert!(got[3].starts_with("Exception in callback|timer boom|"));
+    assert_eq!(got[4], "t");
+    Ok(())
+}
+
+/// Without a handler, the panic is logged with the callback's scheduling location.
+#[test]
+fn the_default_handler_logs_the_scheduling_location() -> Result<(), Error> {
+    let logs = util::logs();
+    let ev = EventLoop::new()?;
+    let line = line!() + 1;
+    ev.call_soon(|_| panic!("default-handler-test"))?;
+    ev.run_once()?;
+    let recs: Vec<_> = logs
+        .mine()
+        .into_iter()
+        .filter(|r| r.message.contains("default-handler-test"))
+        .collect();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].level, log::Level::Error);
+    assert!(
+        recs[0]
+            .message
+            .contains(&format!("tests/loop_panics.rs:{line}")),
+        "{}",
+        recs[0].message
+    );
+    Ok(())
+}
+
+/// A panic inside the exception handler is logged and does not kill the loop.
+#[test]
+fn a_panicking_exception_handler_is_logged_and_the_loop_goes_on() -> Result<(), Error> {
+    let logs = util::logs();
+    let ev = EventLoop::new()?;
+    ev.set_exception_handler(Some(
+        |_: &deferloop::Loop, _: &deferloop::ExceptionContext<'_>| panic!("handler-panic"),
+    ));
+    ev.call_soon(|_| panic!("original-panic-xyz"))?;
+    let ran = Rc::new(RefCell::new(false));
+    let r = ran.clone();
+    ev.call_soon(move |_| *r.borrow_mut() = true)?;
+    ev.run_once()?;
+    assert!(*ran.borrow());
+    let mine = logs.mine();
+    assert!(mine
+        .iter()
+        .any(|r| r.message.contains("exception handler panicked")
+            && r.message.contains("handler-panic")));
+    assert!(mine
+        .iter()
+        .any(|r| r.message.contains("original-panic-xyz")));
+    Ok(())
+}
