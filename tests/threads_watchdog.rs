@@ -1,0 +1,48 @@
+//! The blocked-loop watchdog reports a callback while it is still blocked.
+
+mod util;
+
+use deferloop::{Error, EventLoop};
+use std::time::{Duration, Instant};
+
+/// A callback sleeping 300 ms with a 100 ms threshold is logged during the sleep.
+#[test]
+fn the_watchdog_logs_a_blocked_callback_while_it_sleeps() -> Result<(), Error> {
+    let logs = util::logs();
+    let ev = EventLoop::new()?;
+    ev.enable_watchdog(Duration::from_millis(100))?;
+    let line = line!() + 1;
+    ev.call_soon(|lp| {
+        std::thread::sleep(Duration::from_millis(300));
+        lp.stop();
+    })?;
+    let started = Instant::now();
+    ev.run()?;
+    let ended = Instant::now();
+    let needle = format!("tests/threads_watchdog.rs:{line}");
+    let recs = logs.containing(&needle);
+    assert!(!recs.is_empty(), "no watchdog report");
+    let first = &recs[0];
+    assert_eq!(first.level, log::Level::Warn);
+    assert!(first.message.contains("blocked"), "{}", first.message);
+    assert!(
+        first.at < ended,
+        "reported only after the callback returned"
+    );
+    assert!(
+        first.at - started >= Duration::from_millis(100),
+        "reported too early"
+    );
+    Ok(())
+}
+
+/// A zero threshold is refused.
+#[test]
+fn a_zero_watchdog_threshold_is_an_error() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    assert!(matches!(
+        ev.enable_watchdog(Duration::ZERO),
+        Err(Error::InvalidInput(_))
+    ));
+    Ok(())
+}
