@@ -3,7 +3,7 @@
 //!
 //! (Crate documentation is being written; see README.md and DESIGN.md.)
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod clock;
 mod context;
