@@ -10,6 +10,7 @@ mod io;
 pub(crate) mod monitor;
 mod ready;
 mod remote;
+mod threads;
 pub(crate) mod timers;
 mod turn;
 
@@ -58,6 +59,7 @@ pub(crate) struct Inner {
     last_publish: Cell<Option<Instant>>,
     turns: Cell<u64>,
     handler: RefCell<Option<ExceptionHandler>>,
+    pool: RefCell<threads::Pool>,
 }
 
 type ExceptionHandler = Box<dyn FnMut(&Loop, &ExceptionContext<'_>)>;
@@ -130,6 +132,7 @@ impl EventLoop {
             last_publish: Cell::new(None),
             turns: Cell::new(0),
             handler: RefCell::new(None),
+            pool: RefCell::new(threads::Pool::new()),
         };
         Ok(EventLoop {
             lp: Loop {
@@ -342,7 +345,8 @@ impl Loop {
         let timers = inner.timers.borrow_mut().drain();
         let sources = inner.io.borrow_mut().drain();
         inner.handler.borrow_mut().take();
-        drop((remote, ready, timers, sources));
+        let waiting = inner.shutdown_pool();
+        drop((remote, ready, timers, sources, waiting));
         Ok(())
     }
 

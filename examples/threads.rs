@@ -1,0 +1,33 @@
+//! A loop serving timers while blocking work runs on the pool.
+//! Run: `cargo run --example threads`.
+
+use deferloop::{gather_results, EventLoop, Failure, LoopingCall};
+use std::time::{Duration, Instant};
+
+fn main() -> Result<(), deferloop::Error> {
+    let ev = EventLoop::new()?;
+    let lp = ev.handle();
+    let t0 = Instant::now();
+    // A heartbeat every 50 ms keeps running while the pool blocks.
+    let beat = LoopingCall::new(lp.clone(), move || {
+        println!("[{:>4} ms] tick", t0.elapsed().as_millis());
+        Ok::<(), Failure>(())
+    });
+    let _ = beat.start(Duration::from_millis(50), true);
+    let jobs = (1..=4u64)
+        .map(|n| {
+            lp.defer_to_thread(move || {
+                std::thread::sleep(Duration::from_millis(60 * n)); // blocking work
+                n * 100
+            })
+            .add_callback(move |v| {
+                println!("[{:>4} ms] job {n} done: {v}", t0.elapsed().as_millis());
+                Ok::<_, Failure>(v)
+            })
+        })
+        .collect();
+    let all = ev.run_until(gather_results(jobs)).expect("jobs succeed");
+    let _ = beat.stop();
+    println!("all jobs: {all:?}");
+    Ok(())
+}

@@ -1,0 +1,244 @@
+//! Blocking work on a thread pool: `Loop::defer_to_thread`. Owns `Pool` and the
+//! loop-side table of waiting resolvers. The only place the loop spawns threads.
+//!
+//! A job is a `Send` closure; its `Resolver` is `!Send` and stays on the loop
+//! thread in a slab, keyed by the job's id. The pool thread sends back only the
+//! id and the `Send` result, through the loop's `Remote` (the threadsafe path), and
+//! the loop fires the Deferred. Threads start lazily up to a maximum (default
+//! `min(32, cores + 4)`, as asyncio's executor); beyond that jobs queue.
+//! Cancelling a job's Deferred removes the job if it has not started; a thread
+//! cannot be stopped, so a running job finishes and its late result is dropped
+//! quietly. Tests: tests/threads_pool.rs.
+
+use super::remote::Shared;
+use super::{Inner, Loop};
+use crate::deferred::{Deferred, Resolver};
+use crate::{Error, Failure};
+use slab::Slab;
+use std::any::Any;
+use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe, Location};
+use std::rc::Rc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+struct PoolQueue {
+    jobs: VecDeque<(usize, Job)>,
+    idle: usize,
+    shutdown: bool,
+}
+
+struct PoolShared {
+    queue: Mutex<PoolQueue>,
+    ready: Condvar,
+}
+
+pub(crate) struct Pool {
+    shared: Arc<PoolShared>,
+    threads: Vec<JoinHandle<()>>,
+    /// Resolvers of jobs not yet delivered, as `Box<Resolver<T>>`.
+    waiting: Slab<Box<dyn Any>>,
+    pub(crate) max_threads: usize,
+    pub(crate) wait_on_close: bool,
+}
+
+impl Pool {
+    pub(crate) fn new() -> Pool {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Pool {
+            shared: Arc::new(PoolShared {
+                queue: Mutex::new(PoolQueue {
+                    jobs: VecDeque::new(),
+                    idle: 0,
+                    shutdown: false,
+                }),
+                ready: Condvar::new(),
+            }),
+            threads: Vec::new(),
+            waiting: Slab::new(),
+            max_threads: (cores + 4).min(32),
+            wait_on_close: true,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolQueue> {
+        self.shared.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn submit(&mut self, id: usize, job: Job) -> std::io::Result<()> {
+        let spawn = {
+            let mut q = self.lock();
+            q.jobs.push_back((id, job));
+            q.idle == 0 && self.threads.len() < self.max_threads
+        };
+        if spawn {
+            let shared = self.shared.clone();
+            let t = std::thread::Builder::new()
+                .name("deferloop-pool".into())
+                .spawn(move || worker(shared))?;
+            self.threads.push(t);
+        }
+        self.shared.ready.notify_one();
+        Ok(())
+    }
+
+    /// Removes job `id` if it has not started; returns whether it was removed.
+    fn unqueue(&self, id: usize) -> bool {
+        let mut q = self.lock();
+        match q.jobs.iter().position(|(j, _)| *j == id) {
+            Some(pos) => {
+                q.jobs.remove(pos);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Number of threads started so far.
+    pub(crate) fn thread_count(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Stops the pool: queued jobs are dropped; running ones are waited for
+    /// unless `wait_on_close` is off. Returns what must be dropped.
+    pub(crate) fn shutdown(&mut self) -> Vec<Box<dyn Any>> {
+        let dropped: Vec<_> = {
+            let mut q = self.lock();
+            q.shutdown = true;
+            q.jobs.drain(..).collect()
+        };
+        self.shared.ready.notify_all();
+        drop(dropped);
+        if self.wait_on_close {
+            for t in self.threads.drain(..) {
+                let _ = t.join();
+            }
+        } else {
+            self.threads.clear();
+        }
+        self.waiting.drain().collect()
+    }
+}
+
+fn worker(shared: Arc<PoolShared>) {
+    loop {
+        let job = {
+            let mut q = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if q.shutdown {
+                    return;
+                }
+                if let Some((_, job)) = q.jobs.pop_front() {
+                    break job;
+                }
+                q.idle += 1;
+                q = shared.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+                q.idle -= 1;
+            }
+        };
+        job();
+    }
+}
+
+impl Loop {
+    /// Runs the blocking `f` on a pool thread and returns a Deferred fired, on
+    /// the loop thread, with its value — or with a failure if it panicked.
+    ///
+    /// Cancelling the Deferred removes the job if no thread has started it.
+    /// A started job cannot be stopped: it runs to the end and its result is
+    /// dropped quietly. The pool is shut down when the loop closes (queued jobs
+    /// are dropped; running ones are waited for, see
+    /// [`set_thread_pool_wait_on_close`](Self::set_thread_pool_wait_on_close)).
+    ///
+    /// A closed loop, or a thread that cannot be spawned, gives a failed Deferred.
+    #[track_caller]
+    pub fn defer_to_thread<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Deferred<T> {
+        let loc = Location::caller();
+        if let Err(e) = self.inner.check_open() {
+            return crate::deferred::fail(e);
+        }
+        let weak = Rc::downgrade(&self.inner);
+        let id_cell = Rc::new(std::cell::Cell::new(usize::MAX));
+        let id_for_cancel = id_cell.clone();
+        let (d, r) = Deferred::<T>::with_canceller(move |_r: &Resolver<T>| {
+            let Some(inner) = weak.upgrade() else { return };
+            let mut pool = inner.pool.borrow_mut();
+            let id = id_for_cancel.get();
+            if pool.unqueue(id) {
+                let resolver = pool.waiting.try_remove(id);
+                drop(pool);
+                drop(resolver);
+            }
+            // Otherwise the job runs on; `Cancelled` follows, and the late
+            // result finds the Deferred already fired and is dropped.
+        });
+        let mut pool = self.inner.pool.borrow_mut();
+        let id = pool.waiting.insert(Box::new(r));
+        id_cell.set(id);
+        let shared: Arc<Shared> = self.inner.shared.clone();
+        let job: Job = Box::new(move || {
+            let result = panic::catch_unwind(AssertUnwindSafe(f));
+            let remote = super::Remote { shared };
+            // A closed loop refuses the call: the result has nowhere to go.
+            let _ =
+                remote.call_soon_threadsafe(move |lp| lp.deliver_thread_result(id, result, loc));
+        });
+        if let Err(e) = pool.submit(id, job) {
+            let r = pool.waiting.try_remove(id);
+            drop(pool);
+            if let Some(r) = r.and_then(|b| b.downcast::<Resolver<T>>().ok()) {
+                let _ = r.errback(Failure::new(e));
+            }
+        }
+        d
+    }
+
+    fn deliver_thread_result<T: 'static>(
+        &self,
+        id: usize,
+        result: std::thread::Result<T>,
+        loc: &'static Location<'static>,
+    ) {
+        let resolver = self.inner.pool.borrow_mut().waiting.try_remove(id);
+        let Some(r) = resolver.and_then(|b| b.downcast::<Resolver<T>>().ok()) else {
+            return; // cancelled before it started, or the loop was closing
+        };
+        let r: Resolver<T> = *r;
+        let outcome = result.map_err(|p| Failure::from_panic(p, loc));
+        // Already fired means cancelled: the late result is dropped quietly.
+        let _ = r.resolve(outcome);
+    }
+
+    /// The most threads the pool may start (default `min(32, cores + 4)`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for zero.
+    pub fn set_max_threads(&self, n: usize) -> Result<(), Error> {
+        if n == 0 {
+            return Err(Error::InvalidInput("the pool needs at least one thread"));
+        }
+        self.inner.pool.borrow_mut().max_threads = n;
+        Ok(())
+    }
+
+    /// Whether closing the loop waits for running pool jobs (default `true`).
+    pub fn set_thread_pool_wait_on_close(&self, wait: bool) {
+        self.inner.pool.borrow_mut().wait_on_close = wait;
+    }
+
+    /// Pool threads started so far.
+    pub fn pool_thread_count(&self) -> usize {
+        self.inner.pool.borrow().thread_count()
+    }
+}
+
+impl Inner {
+    pub(crate) fn shutdown_pool(&self) -> Vec<Box<dyn Any>> {
+        self.pool.borrow_mut().shutdown()
+    }
+}

@@ -1,0 +1,103 @@
+//! `defer_to_thread`: blocking work on the pool, results fired on the loop thread.
+
+use deferloop::deferred::Cancelled;
+use deferloop::{gather_results, Error, EventLoop, Failure, Panicked};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::Duration;
+
+/// 1,000 jobs on a pool of 4 all fire on the loop thread with the right values.
+#[test]
+fn a_thousand_jobs_on_four_threads_fire_on_the_loop_thread() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    ev.set_max_threads(4)?;
+    let loop_thread = thread::current().id();
+    let ds = (0..1000u64)
+        .map(|i| {
+            ev.defer_to_thread(move || (i * i, thread::current().id()))
+                .add_callback(move |(v, worker)| {
+                    assert_eq!(
+                        thread::current().id(),
+                        loop_thread,
+                        "fired off the loop thread"
+                    );
+                    assert_ne!(worker, loop_thread);
+                    Ok::<_, Failure>(v)
+                })
+        })
+        .collect();
+    let values = ev.run_until(gather_results(ds)).unwrap();
+    assert_eq!(values, (0..1000u64).map(|i| i * i).collect::<Vec<_>>());
+    assert!(ev.pool_thread_count() <= 4);
+    Ok(())
+}
+
+/// A panicking job gives a failure, and the pool goes on serving.
+#[test]
+fn a_panicking_job_fails_its_deferred_and_the_pool_survives() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    ev.set_max_threads(1)?;
+    let f = ev
+        .run_until(ev.defer_to_thread(|| -> u8 { panic!("job exploded") }))
+        .unwrap_err();
+    assert_eq!(
+        f.downcast_ref::<Panicked>().unwrap().message,
+        "job exploded"
+    );
+    assert_eq!(ev.run_until(ev.defer_to_thread(|| 7u8)).unwrap(), 7);
+    assert_eq!(ev.pool_thread_count(), 1);
+    Ok(())
+}
+
+/// Cancelling a queued job's Deferred fails it with Cancelled and the job never runs.
+#[test]
+fn cancelling_a_queued_job_removes_it() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    ev.set_max_threads(1)?;
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let blocker = ev.defer_to_thread(move || release_rx.recv().unwrap());
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    let queued = ev.defer_to_thread(move || r.store(true, Ordering::SeqCst));
+    queued.cancel();
+    let f = queued.result().unwrap().unwrap_err();
+    assert!(f.check::<Cancelled>());
+    release_tx.send(()).unwrap();
+    ev.run_until(blocker).unwrap();
+    ev.run_until(ev.defer_to_thread(|| ())).unwrap();
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "a cancelled queued job must not run"
+    );
+    Ok(())
+}
+
+/// Cancelling a running job cannot stop it; its late result is dropped quietly.
+#[test]
+fn cancelling_a_running_job_drops_its_late_result() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let d = ev.defer_to_thread(move || {
+        started_tx.send(()).unwrap();
+        thread::sleep(Duration::from_millis(50));
+        5u8
+    });
+    started_rx.recv().unwrap();
+    d.cancel();
+    assert!(d.result().unwrap().unwrap_err().check::<Cancelled>());
+    // The result arrives later and is ignored; the loop keeps working.
+    ev.call_later(Duration::from_millis(100), |lp| lp.stop())?;
+    ev.run()?;
+    Ok(())
+}
+
+/// On a closed loop, `defer_to_thread` gives a failed Deferred.
+#[test]
+fn defer_to_thread_on_a_closed_loop_fails() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    ev.close()?;
+    let f = ev.defer_to_thread(|| 1u8).result().unwrap().unwrap_err();
+    assert!(matches!(f.downcast_ref::<Error>(), Some(Error::Closed)));
+    Ok(())
+}
