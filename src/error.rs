@@ -32,6 +32,9 @@ pub enum Error {
     Gone,
     /// An argument was out of its documented range; the message says which.
     InvalidInput(&'static str),
+    /// The awaited Deferred failed; the failure, rendered (a `Failure` cannot
+    /// cross threads): its message with the cause chain, then where it arose.
+    Failed(String),
     /// An operating-system error.
     Io(io::Error),
 }
@@ -51,6 +54,7 @@ impl fmt::Display for Error {
             Error::Owned => f.write_str("the file descriptor is owned by a transport"),
             Error::Gone => f.write_str("the object no longer exists"),
             Error::InvalidInput(what) => write!(f, "invalid input: {what}"),
+            Error::Failed(msg) => write!(f, "the Deferred failed: {msg}"),
             Error::Io(e) => write!(f, "I/O error: {e}"),
         }
     }

@@ -11,11 +11,14 @@
 
 use super::monitor::MonitorState;
 use super::Loop;
+use crate::deferred::Deferred;
 use crate::Error;
+use crate::Failure;
 use std::fmt;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 pub(crate) type RemoteFn = Box<dyn FnOnce(&Loop) + Send>;
 
@@ -28,6 +31,34 @@ pub(crate) struct Queue {
     pub(crate) jobs: Vec<RemoteJob>,
     pub(crate) closed: bool,
     pub(crate) running: bool,
+    /// Blocking calls waiting for a result, told when the loop stops or closes.
+    waiters: Vec<Weak<dyn Waiter>>,
+}
+
+/// A blocking call's slot, as seen by the loop when it stops or closes.
+trait Waiter: Send + Sync {
+    fn abandon(&self, why: fn() -> Error);
+}
+
+struct Slot<T> {
+    value: Mutex<Option<Result<T, Error>>>,
+    filled: Condvar,
+}
+
+impl<T: Send> Slot<T> {
+    fn fill(&self, r: Result<T, Error>) {
+        let mut v = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        if v.is_none() {
+            *v = Some(r);
+            self.filled.notify_all();
+        }
+    }
+}
+
+impl<T: Send> Waiter for Slot<T> {
+    fn abandon(&self, why: fn() -> Error) {
+        self.fill(Err(why()));
+    }
 }
 
 /// State shared between the loop and its `Remote`s and monitors.
@@ -47,6 +78,7 @@ impl Shared {
                 jobs: Vec::new(),
                 closed: false,
                 running: false,
+                waiters: Vec::new(),
             }),
             wake_pending: AtomicBool::new(false),
             waker,
@@ -99,13 +131,29 @@ impl Shared {
 
     /// Refuses further calls and returns what was queued, to be dropped.
     pub(crate) fn close(&self) -> Vec<RemoteJob> {
-        let mut q = self.lock();
-        q.closed = true;
-        std::mem::take(&mut q.jobs)
+        let (jobs, waiters) = {
+            let mut q = self.lock();
+            q.closed = true;
+            (std::mem::take(&mut q.jobs), std::mem::take(&mut q.waiters))
+        };
+        for w in waiters.iter().filter_map(Weak::upgrade) {
+            w.abandon(|| Error::Closed);
+        }
+        jobs
     }
 
     pub(crate) fn set_running(&self, running: bool) {
-        self.lock().running = running;
+        let waiters = {
+            let mut q = self.lock();
+            q.running = running;
+            if running {
+                return;
+            }
+            std::mem::take(&mut q.waiters)
+        };
+        for w in waiters.iter().filter_map(Weak::upgrade) {
+            w.abandon(|| Error::Stopped);
+        }
     }
 }
 
@@ -150,6 +198,73 @@ impl Remote {
             f: Box::new(f),
             loc: Location::caller(),
         })
+    }
+
+    /// Runs `f` on the loop and blocks this thread until the Deferred it
+    /// returns fires, for at most `timeout` (asyncio's
+    /// `run_coroutine_threadsafe(...).result(timeout)`).
+    ///
+    /// Must not be called from the loop's own thread (it would wait for itself).
+    ///
+    /// # Errors
+    /// [`Error::Failed`] with the rendered failure if the Deferred failed;
+    /// [`Error::TimedOut`]; [`Error::Closed`] if the loop is or becomes closed;
+    /// [`Error::NotRunning`] if the loop is not inside `run()`/`run_once()`
+    /// when called; [`Error::Stopped`] if it stops before the result arrives.
+    #[track_caller]
+    pub fn call_blocking<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        f: impl FnOnce(&Loop) -> Deferred<T> + Send + 'static,
+    ) -> Result<T, Error> {
+        let slot = Arc::new(Slot::<T> {
+            value: Mutex::new(None),
+            filled: Condvar::new(),
+        });
+        let loop_slot = slot.clone();
+        let job = RemoteJob {
+            f: Box::new(move |lp: &Loop| {
+                let d = f(lp);
+                let _ = d.add_both(move |r: Result<T, Failure>| {
+                    loop_slot.fill(
+                        r.map_err(|f| Error::Failed(format!("{f} (raised at {})", f.origin()))),
+                    );
+                    Ok::<(), Failure>(())
+                });
+            }),
+            loc: Location::caller(),
+        };
+        {
+            let mut q = self.shared.lock();
+            if q.closed {
+                return Err(Error::Closed);
+            }
+            if !q.running {
+                return Err(Error::NotRunning);
+            }
+            let weak: Weak<dyn Waiter> = Arc::downgrade(&(slot.clone() as Arc<dyn Waiter>));
+            q.waiters.retain(|w| w.strong_count() > 0);
+            q.waiters.push(weak);
+            q.jobs.push(job);
+        }
+        self.shared.calls.fetch_add(1, Ordering::Relaxed);
+        self.shared.wake();
+        let deadline = Instant::now() + timeout;
+        let mut v = slot.value.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(r) = v.take() {
+                return r;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::TimedOut);
+            }
+            v = slot
+                .filled
+                .wait_timeout(v, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// Asks the loop to stop after its current turn (a `call_soon_threadsafe` of `stop`).

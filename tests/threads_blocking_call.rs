@@ -1,0 +1,119 @@
+//! Calling into the loop from another thread and blocking for the result.
+
+use deferloop::{succeed, Deferred, Error, EventLoop, Failure};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Eight threads block on loop calls at once; each gets its own value.
+#[test]
+fn eight_threads_block_on_loop_calls_at_once() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    let remote = ev.remote();
+    let (tx, rx) = mpsc::channel();
+    ev.call_soon(move |_| {
+        for i in 0..8u64 {
+            let (remote, tx) = (remote.clone(), tx.clone());
+            thread::spawn(move || {
+                let r = remote.call_blocking(Duration::from_secs(10), move |lp| {
+                    // A Deferred fired later by a timer, not at once.
+                    let (d, r) = Deferred::new();
+                    lp.call_later(Duration::from_millis(5), move |_| {
+                        r.callback(i * 3).unwrap();
+                    })
+                    .unwrap();
+                    d
+                });
+                tx.send((i, r)).unwrap();
+            });
+        }
+    })?;
+    let remote = ev.remote();
+    let collector = thread::spawn(move || {
+        let mut got: Vec<_> = (0..8).map(|_| rx.recv().unwrap()).collect();
+        remote.stop().unwrap();
+        got.sort_by_key(|(i, _)| *i);
+        got
+    });
+    ev.run()?;
+    for (i, r) in collector.join().unwrap() {
+        assert_eq!(r.unwrap(), i * 3);
+    }
+    Ok(())
+}
+
+/// A failure comes back rendered; a timeout gives `TimedOut` without hanging.
+#[test]
+fn failures_and_timeouts_come_back_as_errors() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    let remote = ev.remote();
+    let (tx, rx) = mpsc::channel();
+    ev.call_soon(move |_| {
+        thread::spawn(move || {
+            let failed = remote.call_blocking(Duration::from_secs(5), |_| {
+                deferloop::fail::<u8>(Failure::msg("remote-boom"))
+            });
+            let t0 = Instant::now();
+            let timed_out =
+                remote.call_blocking(Duration::from_millis(50), |_| Deferred::<u8>::new().0);
+            let waited = t0.elapsed();
+            let ok = remote.call_blocking(Duration::from_secs(5), |_| succeed(9u8));
+            tx.send((failed, timed_out, waited, ok)).unwrap();
+            remote.stop().unwrap();
+        });
+    })?;
+    ev.run()?;
+    let (failed, timed_out, waited, ok) = rx.recv().unwrap();
+    match failed {
+        Err(Error::Failed(msg)) => assert!(msg.contains("remote-boom"), "{msg}"),
+        other => panic!("expected Failed, got {other:?}"),
+    }
+    assert!(matches!(timed_out, Err(Error::TimedOut)));
+    assert!(waited >= Duration::from_millis(50) && waited < Duration::from_secs(2));
+    assert_eq!(ok.unwrap(), 9);
+    Ok(())
+}
+
+/// A closed loop, or one that is not running, is a clear error, never a hang.
+#[test]
+fn a_closed_or_idle_loop_is_an_error_not_a_hang() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    let remote = ev.remote();
+    let r = remote.clone();
+    let idle = thread::spawn(move || r.call_blocking(Duration::from_secs(30), |_| succeed(1u8)))
+        .join()
+        .unwrap();
+    assert!(matches!(idle, Err(Error::NotRunning)));
+    drop(ev);
+    let closed =
+        thread::spawn(move || remote.call_blocking(Duration::from_secs(30), |_| succeed(1u8)))
+            .join()
+            .unwrap();
+    assert!(matches!(closed, Err(Error::Closed)));
+    Ok(())
+}
+
+/// A loop that stops while a call waits wakes the caller with `Stopped`.
+#[test]
+fn a_loop_stopping_under_a_waiting_call_wakes_it() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    let remote = ev.remote();
+    let (tx, rx) = mpsc::channel();
+    ev.call_soon(move |_| {
+        thread::spawn(move || {
+            let t0 = Instant::now();
+            let r = remote.call_blocking(Duration::from_secs(30), |lp| {
+                lp.stop();
+                Deferred::<u8>::new().0 // never fires
+            });
+            tx.send((r, t0.elapsed())).unwrap();
+        });
+    })?;
+    ev.run()?;
+    let (r, waited) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("caller was woken");
+    assert!(matches!(r, Err(Error::Stopped)), "{r:?}");
+    assert!(waited < Duration::from_secs(10));
+    Ok(())
+}
