@@ -101,3 +101,38 @@ fn defer_to_thread_on_a_closed_loop_fails() -> Result<(), Error> {
     assert!(matches!(f.downcast_ref::<Error>(), Some(Error::Closed)));
     Ok(())
 }
+
+fn start_slow_job(ev: &EventLoop) -> Arc<AtomicBool> {
+    let finished = Arc::new(AtomicBool::new(false));
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let f = finished.clone();
+    let _d = ev.defer_to_thread(move || {
+        started_tx.send(()).unwrap();
+        thread::sleep(Duration::from_millis(150));
+        f.store(true, Ordering::SeqCst);
+    });
+    started_rx.recv().unwrap();
+    finished
+}
+
+/// Closing the loop waits for running pool jobs by default, and not when asked.
+#[test]
+fn closing_the_loop_waits_for_running_jobs_unless_told_not_to() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    let finished = start_slow_job(&ev);
+    ev.close()?;
+    assert!(
+        finished.load(Ordering::SeqCst),
+        "close returned before the running job ended"
+    );
+
+    let ev = EventLoop::new()?;
+    ev.set_thread_pool_wait_on_close(false);
+    let finished = start_slow_job(&ev);
+    ev.close()?;
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "close waited although told not to"
+    );
+    Ok(())
+}
