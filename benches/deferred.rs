@@ -1,0 +1,90 @@
+//! Deferred micro-benchmarks beside tokio equivalents, in one run.
+//! `cargo bench --bench deferred` for figures; `cargo test` runs one tiny sample.
+
+mod common;
+
+use common::{compare, Contender};
+use deferloop::{gather_results, succeed, Deferred, Failure};
+
+async fn step(x: u64) -> u64 {
+    x + 1
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+
+    compare(
+        "10-step chain: create, 10 callbacks, fire (deferloop) vs oneshot + 10 awaits (tokio)",
+        200_000,
+        &mut [
+            Contender {
+                name: "deferloop chain",
+                run: Box::new(|n| {
+                    let mut sum = 0;
+                    for i in 0..n {
+                        let (d, r) = Deferred::<u64>::new();
+                        let mut d = d;
+                        for _ in 0..10 {
+                            d = d.add_callback(|x| Ok::<_, Failure>(x + 1));
+                        }
+                        r.callback(i).unwrap();
+                        sum += d.result().unwrap().unwrap();
+                    }
+                    assert!(sum > 0);
+                }),
+            },
+            Contender {
+                name: "tokio spawn + oneshot + 10 awaits",
+                run: Box::new(|n| {
+                    let local = tokio::task::LocalSet::new();
+                    local.block_on(&rt, async {
+                        let mut sum = 0;
+                        for i in 0..n {
+                            let (tx, rx) = tokio::sync::oneshot::channel::<u64>();
+                            let h = tokio::task::spawn_local(async move {
+                                let mut x = rx.await.unwrap();
+                                for _ in 0..10 {
+                                    x = step(x).await;
+                                }
+                                x
+                            });
+                            tx.send(i).unwrap();
+                            sum += h.await.unwrap();
+                        }
+                        assert!(sum > 0);
+                    });
+                }),
+            },
+        ],
+    );
+
+    compare(
+        "gather of 100,000 already-fired results (per result)",
+        100_000,
+        &mut [
+            Contender {
+                name: "deferloop gather_results",
+                run: Box::new(|n| {
+                    let ds = (0..n).map(succeed).collect();
+                    let v = gather_results(ds).result().unwrap().unwrap();
+                    assert_eq!(v.len() as u64, n);
+                }),
+            },
+            Contender {
+                name: "tokio join of ready futures",
+                run: Box::new(|n| {
+                    rt.block_on(async {
+                        let fs: Vec<_> = (0..n).map(std::future::ready).collect();
+                        let mut out = Vec::with_capacity(fs.len());
+                        for f in fs {
+                            out.push(f.await);
+                        }
+                        assert_eq!(out.len() as u64, n);
+                    });
+                }),
+            },
+        ],
+    );
+}

@@ -1,0 +1,152 @@
+//! Loop micro-benchmarks beside the same work on tokio's current-thread runtime.
+//! `cargo bench --bench loop` for figures; `cargo test` runs one tiny sample.
+
+mod common;
+
+use common::{compare, Contender};
+use deferloop::EventLoop;
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+fn tokio_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn main() {
+    let ev = EventLoop::new().unwrap();
+    let rt = tokio_rt();
+
+    // (a) call_soon + run, versus spawning (and running) an empty tokio task.
+    let count = Rc::new(Cell::new(0u64));
+    compare(
+        "call_soon + run (deferloop) vs spawn of an empty task (tokio)",
+        1_000_000,
+        &mut [
+            Contender {
+                name: "deferloop call_soon",
+                run: Box::new(|n| {
+                    for _ in 0..n {
+                        let c = count.clone();
+                        ev.call_soon(move |_| c.set(c.get() + 1)).unwrap();
+                    }
+                    ev.call_soon(|lp| lp.stop()).unwrap();
+                    ev.run().unwrap();
+                }),
+            },
+            Contender {
+                name: "tokio spawn_local",
+                run: Box::new(|n| {
+                    let local = tokio::task::LocalSet::new();
+                    let c = count.clone();
+                    local.block_on(&rt, async move {
+                        for _ in 0..n {
+                            let c = c.clone();
+                            drop(tokio::task::spawn_local(async move { c.set(c.get() + 1) }));
+                        }
+                        tokio::task::yield_now().await;
+                    });
+                    rt.block_on(local);
+                }),
+            },
+        ],
+    );
+
+    // (b) call_later + cancel, versus creating and dropping a registered tokio sleep.
+    compare(
+        "call_later + cancel (deferloop) vs sleep registered + dropped (tokio)",
+        1_000_000,
+        &mut [
+            Contender {
+                name: "deferloop call_later+cancel",
+                run: Box::new(|n| {
+                    for i in 0..n {
+                        let h = ev
+                            .call_later(Duration::from_secs(60 + i % 100), |_| {})
+                            .unwrap();
+                        h.cancel();
+                    }
+                }),
+            },
+            Contender {
+                name: "tokio sleep+drop",
+                run: Box::new(|n| {
+                    rt.block_on(async {
+                        for i in 0..n {
+                            let s = tokio::time::sleep(Duration::from_secs(60 + i % 100));
+                            let mut s = std::pin::pin!(s);
+                            // Poll once so the timer is registered, then drop it.
+                            let _ = futures_poll_once(s.as_mut()).await;
+                        }
+                    });
+                }),
+            },
+        ],
+    );
+
+    // (c) threadsafe calls from another thread, versus a tokio unbounded mpsc.
+    compare(
+        "threadsafe call (deferloop Remote) vs unbounded mpsc send+recv (tokio)",
+        1_000_000,
+        &mut [
+            Contender {
+                name: "deferloop call_soon_threadsafe",
+                run: Box::new(|n| {
+                    let remote = ev.remote();
+                    let t = std::thread::spawn(move || {
+                        for i in 0..n {
+                            remote
+                                .call_soon_threadsafe(move |lp| {
+                                    if i == n - 1 {
+                                        lp.stop();
+                                    }
+                                })
+                                .unwrap();
+                        }
+                    });
+                    ev.run().unwrap();
+                    t.join().unwrap();
+                }),
+            },
+            Contender {
+                name: "tokio mpsc unbounded",
+                run: Box::new(|n| {
+                    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+                    let t = std::thread::spawn(move || {
+                        for i in 0..n {
+                            tx.send(i).unwrap();
+                        }
+                    });
+                    rt.block_on(async {
+                        let mut got = 0;
+                        while rx.recv().await.is_some() {
+                            got += 1;
+                        }
+                        assert_eq!(got, n);
+                    });
+                    t.join().unwrap();
+                }),
+            },
+        ],
+    );
+    assert!(count.get() > 0);
+}
+
+/// Polls a future once and returns whether it was ready (no `futures` crate).
+async fn futures_poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> bool {
+    struct Once<'a, F>(Option<std::pin::Pin<&'a mut F>>);
+    impl<F: std::future::Future> std::future::Future for Once<'_, F> {
+        type Output = bool;
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<bool> {
+            let f = self.0.as_mut().unwrap();
+            std::task::Poll::Ready(f.as_mut().poll(cx).is_ready())
+        }
+    }
+    Once(Some(f)).await
+}
