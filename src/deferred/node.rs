@@ -49,6 +49,8 @@ const INLINE_WORDS: usize = 3;
 pub(crate) struct Inline {
     buf: MaybeUninit<[usize; INLINE_WORDS]>,
     meta: &'static Meta,
+    /// The stored value may be `!Send`/`!Sync`: so is its container.
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 struct Meta {
@@ -88,6 +90,7 @@ impl Value {
             Value::Inline(Inline {
                 buf,
                 meta: &<T as HasMeta>::META,
+                _not_send: std::marker::PhantomData,
             })
         } else {
             Value::Boxed(Box::new(v))
