@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{compare, Contender};
+use common::{compare, target, Contender};
 use deferloop::EventLoop;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -22,7 +22,7 @@ fn main() {
 
     // (a) call_soon + run, versus spawning (and running) an empty tokio task.
     let count = Rc::new(Cell::new(0u64));
-    compare(
+    let m = compare(
         "call_soon + run (deferloop) vs spawn of an empty task (tokio)",
         1_000_000,
         &mut [
@@ -53,6 +53,13 @@ fn main() {
                 }),
             },
         ],
+    );
+
+    target(
+        "call_soon+run at least 10x cheaper than a tokio spawn",
+        m[0],
+        m[1],
+        10.0,
     );
 
     // (b) call_later + cancel, versus creating and dropping a registered tokio sleep.
@@ -88,7 +95,7 @@ fn main() {
     );
 
     // (c) threadsafe calls from another thread, versus a tokio unbounded mpsc.
-    compare(
+    let m = compare(
         "threadsafe call (deferloop Remote) vs unbounded mpsc send+recv (tokio)",
         1_000_000,
         &mut [
@@ -131,6 +138,12 @@ fn main() {
                 }),
             },
         ],
+    );
+    target(
+        "threadsafe call no slower than tokio mpsc send+recv",
+        m[0],
+        m[1],
+        1.0,
     );
     assert!(count.get() > 0);
 }

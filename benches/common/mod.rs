@@ -17,7 +17,7 @@ pub struct Contender<'a> {
 }
 
 /// Runs every contender `rounds` times, interleaved, and prints a table row each.
-pub fn compare(title: &str, ops: u64, contenders: &mut [Contender<'_>]) {
+pub fn compare(title: &str, ops: u64, contenders: &mut [Contender<'_>]) -> Vec<f64> {
     let (ops, rounds) = if full_run() {
         (ops, 11)
     } else {
@@ -53,6 +53,19 @@ pub fn compare(title: &str, ops: u64, contenders: &mut [Contender<'_>]) {
             medians[i] / medians[0]
         );
     }
+    medians
+}
+
+/// Prints whether `ours` is at least `factor` times cheaper than `theirs`
+/// (a factor below 1 allows ours to be that much slower).
+pub fn target(what: &str, ours: f64, theirs: f64, factor: f64) {
+    let ratio = theirs / ours;
+    let verdict = if ratio >= factor {
+        "met"
+    } else {
+        "**not met**"
+    };
+    println!("\n- Target: {what}: measured {ratio:.2}× (needed {factor:.2}×): {verdict}");
 }
 
 fn median(s: &mut [f64]) -> f64 {

@@ -109,6 +109,14 @@ impl Shared {
 
     /// Wakes the loop unless a wake is already pending.
     pub(crate) fn wake(&self) {
+        // A plain load first: while a wake is pending, callers only read the
+        // shared cache line instead of bouncing it with a read-modify-write.
+        // Safe because a job pushed after the loop took the queue was pushed
+        // under the lock taken after the loop cleared the flag, so this load
+        // sees `false` (or a later `true` whose setter wakes the loop).
+        if self.wake_pending.load(Ordering::Acquire) {
+            return;
+        }
         if !self.wake_pending.swap(true, Ordering::AcqRel) {
             self.wakes.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = self.waker.wake() {
