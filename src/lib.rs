@@ -1,7 +1,35 @@
 //! deferloop: a single-threaded event loop with Twisted-style `Deferred`s, and no
 //! async/await.
 //!
-//! (Crate documentation is being written; see README.md and DESIGN.md.)
+//! The loop ([`EventLoop`], and the [`Loop`] handle every callback receives) is
+//! asyncio's: a ready queue run as a snapshot each turn, a timer heap on a
+//! monotonic clock, and a `mio` selector that is the only place it sleeps. On
+//! top, a [`Deferred`] is a result that arrives later, with Twisted's chain of
+//! callbacks and errbacks — typed, and stack-safe at any depth. Helpers that need
+//! time take a [`Clock`]: the loop in programs, a [`ManualClock`] in tests.
+//!
+//! What it is not: multi-threaded (only [`Remote`] and [`Monitor`] cross
+//! threads; everything else is `!Send`), or a futures runtime.
+//!
+//! # Examples
+//! ```
+//! use deferloop::{Deferred, EventLoop, Failure};
+//! use std::time::Duration;
+//!
+//! let ev = EventLoop::new()?;
+//! let (d, r) = Deferred::<u32>::new();
+//! ev.call_later(Duration::from_millis(5), move |_| {
+//!     r.callback(41).unwrap();
+//! })?;
+//! let d = d
+//!     .add_callback(|n| Ok::<_, Failure>(n + 1))
+//!     .add_timeout(Duration::from_secs(1), &ev.handle());
+//! assert_eq!(ev.run_until(d).unwrap(), 42);
+//! # Ok::<(), deferloop::Error>(())
+//! ```
+//!
+//! DESIGN.md in the repository maps the code: the turn, the data structures,
+//! and why.
 
 #![deny(missing_docs)]
 
