@@ -64,3 +64,50 @@ fn one_reader_per_fd_and_writers_fire_while_writable() -> Result<(), Error> {
     ));
     Ok(())
 }
+
+/// A reader may remove or replace itself from inside its own call; a reader
+/// that panics is reported and stays installed.
+#[test]
+fn readers_can_remove_or_replace_themselves_and_survive_panics() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    ev.set_exception_handler(Some(
+        |_: &deferloop::Loop, _: &deferloop::ExceptionContext<'_>| {},
+    ));
+    let (a, mut b) = UnixStream::pair().unwrap();
+    b.write_all(b"unread").unwrap();
+    let fd = a.as_raw_fd();
+    let (first, second) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(0)));
+    let (f, s) = (first.clone(), second.clone());
+    ev.add_reader(fd, move |lp| {
+        f.set(f.get() + 1);
+        let s = s.clone();
+        lp.add_reader(fd, move |lp| {
+            s.set(s.get() + 1);
+            if s.get() == 2 {
+                lp.remove_reader(fd);
+            }
+        })
+        .unwrap();
+    })?;
+    for _ in 0..3 {
+        ev.run_once()?;
+    }
+    assert_eq!((first.get(), second.get()), (1, 2));
+    // Nothing is registered any more: a turn with a timer does not call either.
+    ev.call_later(std::time::Duration::from_millis(1), |_| {})?;
+    ev.run_once()?;
+    assert_eq!((first.get(), second.get()), (1, 2));
+    assert_eq!(ev.io_source_count(), 0);
+
+    let panics = Rc::new(Cell::new(0));
+    let p = panics.clone();
+    ev.add_reader(fd, move |_| {
+        p.set(p.get() + 1);
+        panic!("reader panic");
+    })?;
+    ev.run_once()?;
+    ev.run_once()?;
+    assert_eq!(panics.get(), 2, "the panicking reader stays installed");
+    assert!(ev.remove_reader(fd));
+    Ok(())
+}

@@ -405,21 +405,19 @@ mod raw_api {
                 (raw.fd, reader, writer)
             };
             let called = reader.is_some() || writer.is_some();
-            if let Some((cb, version)) = reader.as_mut() {
-                self.call_raw(key, cb, true, *version);
+            if let Some((cb, _)) = reader.as_mut() {
+                self.call_raw(key, cb, true);
             }
-            if let Some((cb, version)) = writer.as_mut() {
-                self.call_raw(key, cb, false, *version);
+            if let Some((cb, _)) = writer.as_mut() {
+                self.call_raw(key, cb, false);
             }
             // Put each callback back unless it was replaced or removed meanwhile.
             let mut garbage = Vec::new();
             let mut io = inner.io.borrow_mut();
             if let Some(src) = io.get_mut(key) {
                 let Kind::Raw(raw) = &mut src.kind;
-                for (cb, version, read) in [(reader, 0, true), (writer, 0, false)]
-                    .into_iter()
-                    .filter_map(|(c, _, r)| c.map(|(cb, v)| (cb, v, r)))
-                {
+                for (taken, read) in [(reader, true), (writer, false)] {
+                    let Some((cb, version)) = taken else { continue };
                     let (slot, current) = if read {
                         (&mut raw.reader, raw.reader_version)
                     } else {
@@ -450,7 +448,7 @@ mod raw_api {
             drop(garbage);
         }
 
-        fn call_raw(&self, key: IoKey, cb: &mut RawCallback, read: bool, _version: u64) {
+        fn call_raw(&self, key: IoKey, cb: &mut RawCallback, read: bool) {
             if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| cb(self))) {
                 let loc = self
                     .inner
