@@ -37,6 +37,7 @@ mod clock;
 mod context;
 pub mod deferred;
 mod error;
+pub mod net;
 mod reactor;
 
 pub use clock::{Clock, ManualClock, ManualTimer, Timer};

@@ -13,10 +13,15 @@
 //! Tests: tests/loop_io.rs, tests/net_*.rs.
 
 use super::monitor::IoInfo;
+use super::ready::{Job, Task};
+use super::{Inner, Loop};
+use crate::context::Context;
 use crate::Error;
 use slab::Slab;
+use std::cell::{Ref, RefMut};
 use std::collections::HashMap;
 use std::panic::Location;
+use std::rc::Weak;
 
 #[cfg(unix)]
 use std::os::unix::io::RawFd;
@@ -58,6 +63,23 @@ pub(crate) struct RawSource {
 
 pub(crate) enum Kind {
     Raw(RawSource),
+    /// A TCP or Unix stream connection (net/stream.rs).
+    Stream(crate::net::stream::StreamState),
+    /// A listening socket (net/listener.rs).
+    Listen(crate::net::listener::ListenState),
+    /// A UDP socket (net/udp.rs).
+    Datagram(crate::net::udp::DgramState),
+}
+
+impl Kind {
+    fn name(&self) -> &'static str {
+        match self {
+            Kind::Raw(_) => "reader/writer",
+            Kind::Stream(s) => s.kind_name(),
+            Kind::Listen(l) => l.kind_name(),
+            Kind::Datagram(_) => "udp",
+        }
+    }
 }
 
 pub(crate) struct Source {
@@ -67,6 +89,9 @@ pub(crate) struct Source {
     /// Readiness seen since the last dispatch.
     pub(crate) readable: bool,
     pub(crate) writable: bool,
+    /// The peer closed its writing side (or hung up), as the selector said
+    /// once; sticky (an edge-triggered selector does not say it twice).
+    pub(crate) read_closed: bool,
     /// Whether a dispatch task is already in the ready queue.
     pub(crate) queued: bool,
     pub(crate) registered_at: &'static Location<'static>,
@@ -78,7 +103,6 @@ pub(crate) enum Owner {
     /// `add_reader`/`add_writer`.
     User,
     /// A transport or listener: `add_reader` must not take it over.
-    #[allow(dead_code)]
     Transport,
 }
 
@@ -96,21 +120,42 @@ impl Registry {
         kind: Kind,
         registered_at: &'static Location<'static>,
     ) -> IoKey {
+        let key = self.vacant_key();
+        self.insert_at(key, kind, registered_at);
+        key
+    }
+
+    /// The key the next [`insert_at`](Self::insert_at) must use: known before
+    /// the source exists, so a socket can be registered with the selector under
+    /// its token first. Nothing may be inserted in between.
+    pub(crate) fn vacant_key(&mut self) -> IoKey {
         self.next_gen = self.next_gen.wrapping_add(1);
-        let gen = self.next_gen;
+        IoKey {
+            index: u32::try_from(self.sources.vacant_key()).expect("more than 2^32 I/O sources"),
+            gen: self.next_gen,
+        }
+    }
+
+    pub(crate) fn insert_at(
+        &mut self,
+        key: IoKey,
+        kind: Kind,
+        registered_at: &'static Location<'static>,
+    ) {
         let index = self.sources.insert(Source {
-            gen,
+            gen: key.gen,
             kind,
             interest: None,
             readable: false,
             writable: false,
+            read_closed: false,
             queued: false,
             registered_at,
         });
-        IoKey {
-            index: u32::try_from(index).expect("more than 2^32 I/O sources"),
-            gen,
-        }
+        assert_eq!(
+            index, key.index as usize,
+            "insert_at with a stale vacant key"
+        );
     }
 
     pub(crate) fn get(&self, key: IoKey) -> Option<&Source> {
@@ -136,12 +181,19 @@ impl Registry {
 
     /// Records readiness from a poll event; returns whether a dispatch task
     /// must be queued for it.
-    pub(crate) fn note_event(&mut self, key: IoKey, readable: bool, writable: bool) -> bool {
+    pub(crate) fn note_event(
+        &mut self,
+        key: IoKey,
+        readable: bool,
+        writable: bool,
+        read_closed: bool,
+    ) -> bool {
         let Some(s) = self.get_mut(key) else {
             return false;
         };
         s.readable |= readable;
         s.writable |= writable;
+        s.read_closed |= read_closed;
         if s.queued || !(s.readable || s.writable) {
             return false;
         }
@@ -150,10 +202,19 @@ impl Registry {
     }
 
     /// Removes every source (for `close()`), returning them to be dropped.
-    pub(crate) fn drain(&mut self) -> Vec<Source> {
+    pub(crate) fn drain(&mut self) -> Vec<(IoKey, Source)> {
         #[cfg(unix)]
         self.by_fd.clear();
-        self.sources.drain().collect()
+        std::mem::take(&mut self.sources)
+            .into_iter()
+            .map(|(index, s)| {
+                let key = IoKey {
+                    index: index as u32,
+                    gen: s.gen,
+                };
+                (key, s)
+            })
+            .collect()
     }
 
     pub(crate) fn infos(&self, at_most: usize) -> Vec<IoInfo> {
@@ -161,9 +222,7 @@ impl Registry {
             .iter()
             .take(at_most)
             .map(|(_, s)| IoInfo {
-                kind: match s.kind {
-                    Kind::Raw(_) => "reader/writer",
-                },
+                kind: s.kind.name(),
                 interest: s
                     .interest
                     .map_or((false, false), |i| (i.is_readable(), i.is_writable())),
@@ -185,6 +244,14 @@ impl Registry {
     #[cfg(unix)]
     pub(crate) fn clear_fd(&mut self, fd: RawFd) {
         self.by_fd.remove(&fd);
+    }
+
+    /// Forgets `fd` if it still names `key` (call it as the fd is closed).
+    #[cfg(unix)]
+    pub(crate) fn clear_fd_for(&mut self, fd: RawFd, key: IoKey) {
+        if self.by_fd.get(&fd).is_some_and(|(k, _)| *k == key) {
+            self.by_fd.remove(&fd);
+        }
     }
 
     /// The user-owned raw source for `fd`, creating it if needed.
@@ -225,6 +292,101 @@ pub(crate) fn raw_interest(raw: &RawSource) -> Option<mio::Interest> {
     }
 }
 
+/// The registry and the selector, borrowed together: what the transports in
+/// `net/` change when they open, close or re-check a source.
+pub(crate) struct IoCtx<'a> {
+    pub(crate) io: RefMut<'a, Registry>,
+    pub(crate) poll: Ref<'a, mio::Poll>,
+}
+
+/// The size of the loop's one read buffer, shared by every transport.
+pub(crate) const READ_BUFFER_SIZE: usize = 64 * 1024;
+
+/// What kind of source a key names, read before dispatching to its module.
+enum Tag {
+    Raw,
+    Stream,
+    Listen,
+    Datagram,
+}
+
+impl Loop {
+    /// Runs the dispatch task of a ready source (step 6): the raw reader or
+    /// writer, or the transport's own I/O (net/).
+    pub(crate) fn dispatch_io(&self, key: IoKey) {
+        let tag = match self.inner.io.borrow().get(key).map(|s| &s.kind) {
+            None => return,
+            Some(Kind::Raw(_)) => Tag::Raw,
+            Some(Kind::Stream(_)) => Tag::Stream,
+            Some(Kind::Listen(_)) => Tag::Listen,
+            Some(Kind::Datagram(_)) => Tag::Datagram,
+        };
+        match tag {
+            #[cfg(unix)]
+            Tag::Raw => self.dispatch_raw(key),
+            #[cfg(not(unix))]
+            Tag::Raw => {}
+            Tag::Stream => crate::net::stream::dispatch(self, key),
+            Tag::Listen => crate::net::listener::dispatch(self, key),
+            Tag::Datagram => crate::net::udp::dispatch(self, key),
+        }
+    }
+
+    /// Borrows the registry and the selector. Never held while user code runs.
+    pub(crate) fn io_ctx(&self) -> IoCtx<'_> {
+        IoCtx {
+            io: self.inner.io.borrow_mut(),
+            poll: self.inner.poll.borrow(),
+        }
+    }
+
+    /// Queues one dispatch task for `key` unless one is queued or running
+    /// (a running dispatch re-checks its source before it ends). No allocation.
+    pub(crate) fn queue_dispatch(&self, io: &mut Registry, key: IoKey) {
+        let Some(src) = io.get_mut(key) else { return };
+        if src.queued {
+            return;
+        }
+        src.queued = true;
+        self.inner.ready.borrow_mut().push(Task {
+            job: Job::Io(key),
+            ctx: Context::default(),
+            loc: src.registered_at,
+            timer: None,
+        });
+    }
+
+    /// Takes the loop's read buffer (allocated once, on first use) for the
+    /// length of one dispatch; [`put_read_buf`](Self::put_read_buf) returns it.
+    pub(crate) fn take_read_buf(&self) -> Vec<u8> {
+        let b = std::mem::take(&mut *self.inner.read_buf.borrow_mut());
+        if b.len() == READ_BUFFER_SIZE {
+            b
+        } else {
+            vec![0; READ_BUFFER_SIZE]
+        }
+    }
+
+    pub(crate) fn put_read_buf(&self, b: Vec<u8>) {
+        *self.inner.read_buf.borrow_mut() = b;
+    }
+
+    /// Whether `self` and `other` are the same loop.
+    pub(crate) fn ptr_eq(&self, other: &Loop) -> bool {
+        std::rc::Rc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A weak reference, for cancellers and timers that must not keep the loop alive.
+    pub(crate) fn downgrade(&self) -> Weak<Inner> {
+        std::rc::Rc::downgrade(&self.inner)
+    }
+
+    /// The loop behind `w`, if it still exists.
+    pub(crate) fn upgrade(w: &Weak<Inner>) -> Option<Loop> {
+        w.upgrade().map(|inner| Loop { inner })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,8 +414,8 @@ mod tests {
             "the old key must not reach the new source"
         );
         assert!(r.get(b).is_some());
-        assert!(r.note_event(b, true, false));
-        assert!(!r.note_event(b, true, false), "queued once");
+        assert!(r.note_event(b, true, false, false));
+        assert!(!r.note_event(b, true, false, false), "queued once");
     }
 }
 
@@ -325,7 +487,9 @@ mod raw_api {
             }
             let key = io.raw_for_fd(fd, at)?;
             let src = io.get_mut(key).expect("registered fd has a source");
-            let Kind::Raw(raw) = &mut src.kind;
+            let Kind::Raw(raw) = &mut src.kind else {
+                unreachable!("a user-owned fd has a raw source")
+            };
             let old = if read {
                 raw.reader_version += 1;
                 std::mem::replace(&mut raw.reader, cb)
@@ -361,7 +525,9 @@ mod raw_api {
                 }
                 Err(e) => {
                     // Undo: the new callback goes, and so does an empty source.
-                    let Kind::Raw(raw) = &mut src.kind;
+                    let Kind::Raw(raw) = &mut src.kind else {
+                        unreachable!("a user-owned fd has a raw source")
+                    };
                     let new = if read {
                         &mut raw.reader
                     } else {
@@ -391,7 +557,9 @@ mod raw_api {
                 src.queued = false;
                 let r = std::mem::take(&mut src.readable);
                 let w = std::mem::take(&mut src.writable);
-                let Kind::Raw(raw) = &mut src.kind;
+                let Kind::Raw(raw) = &mut src.kind else {
+                    return;
+                };
                 let reader = if r {
                     raw.reader.take().map(|cb| (cb, raw.reader_version))
                 } else {
@@ -414,8 +582,12 @@ mod raw_api {
             // Put each callback back unless it was replaced or removed meanwhile.
             let mut garbage = Vec::new();
             let mut io = inner.io.borrow_mut();
-            if let Some(src) = io.get_mut(key) {
-                let Kind::Raw(raw) = &mut src.kind;
+            if let Some(Source {
+                kind: Kind::Raw(raw),
+                interest,
+                ..
+            }) = io.get_mut(key)
+            {
                 for (taken, read) in [(reader, true), (writer, false)] {
                     let Some((cb, version)) = taken else { continue };
                     let (slot, current) = if read {
@@ -431,7 +603,7 @@ mod raw_api {
                 }
                 // Level-triggered: re-arm, so the kernel reports the fd again
                 // at the next poll if it is still ready.
-                if let (true, Some(interest)) = (called, src.interest) {
+                if let (true, Some(interest)) = (called, *interest) {
                     let poll = inner.poll.borrow();
                     if let Err(e) =
                         poll.registry()

@@ -6,7 +6,7 @@
 //! never while user code runs, so a callback can call back into the loop freely.
 //! Tests: tests/loop_*.rs.
 
-mod io;
+pub(crate) mod io;
 pub(crate) mod monitor;
 mod ready;
 mod remote;
@@ -60,6 +60,9 @@ pub(crate) struct Inner {
     turns: Cell<u64>,
     handler: RefCell<Option<ExceptionHandler>>,
     pool: RefCell<threads::Pool>,
+    /// The one read buffer every transport reads into (net/), taken for the
+    /// length of a dispatch.
+    read_buf: RefCell<Vec<u8>>,
 }
 
 type ExceptionHandler = Box<dyn FnMut(&Loop, &ExceptionContext<'_>)>;
@@ -133,6 +136,7 @@ impl EventLoop {
             turns: Cell::new(0),
             handler: RefCell::new(None),
             pool: RefCell::new(threads::Pool::new()),
+            read_buf: RefCell::new(Vec::new()),
         };
         Ok(EventLoop {
             lp: Loop {
@@ -343,9 +347,11 @@ impl Loop {
         let remote = inner.shared.close();
         let ready = inner.ready.borrow_mut().drain();
         let timers = inner.timers.borrow_mut().drain();
-        let sources = inner.io.borrow_mut().drain();
+        let mut sources = inner.io.borrow_mut().drain();
         inner.handler.borrow_mut().take();
         let waiting = inner.shutdown_pool();
+        // Open connections hear `connection_lost` (exactly once, as always).
+        crate::net::finish_on_close(self, &mut sources);
         drop((remote, ready, timers, sources, waiting));
         Ok(())
     }
@@ -621,7 +627,7 @@ impl Inner {
 }
 
 fn io_dispatch(lp: &Loop, key: io::IoKey) {
-    lp.dispatch_raw(key);
+    lp.dispatch_io(key);
 }
 
 /// What a [`Loop`]'s exception handler receives.

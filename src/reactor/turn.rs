@@ -68,7 +68,8 @@ impl Inner {
             let key = super::io::IoKey::from_token(ev.token());
             let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
             let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
-            if io.note_event(key, readable, writable) {
+            let read_closed = ev.is_read_closed() || ev.is_error();
+            if io.note_event(key, readable, writable, read_closed) {
                 let loc = io
                     .get(key)
                     .map_or(std::panic::Location::caller(), |s| s.registered_at);

@@ -74,3 +74,37 @@ pub fn logs() -> &'static Capture {
         c
     })
 }
+
+pub mod net;
+
+/// Runs `ev` turn by turn until `done()` holds; panics after `timeout`.
+pub fn run_until(
+    ev: &deferloop::EventLoop,
+    timeout: std::time::Duration,
+    mut done: impl FnMut() -> bool,
+) {
+    let deadline = Instant::now() + timeout;
+    // A timer at the deadline bounds every poll.
+    let wake = ev.call_later(timeout, |_| {}).unwrap();
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out after {timeout:?}");
+        ev.run_once().unwrap();
+    }
+    wake.cancel();
+}
+
+/// Raises the soft limit on open files to at least `n` (up to the hard limit).
+pub fn raise_fd_limit(n: usize) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        if (lim.rlim_cur as usize) < n {
+            lim.rlim_cur = (n as libc::rlim_t).min(lim.rlim_max);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! What the user writes: `Protocol` (streams) and `DatagramProtocol` (UDP).
+//!
+//! A protocol is the user's object; the loop owns it for the life of the
+//! connection and calls its methods with the transport, so a protocol never has
+//! to store its own transport (asyncio's `self.transport = transport`) to reply.
+
+use super::{DatagramTransport, Transport};
+use crate::Failure;
+use std::io;
+use std::net::SocketAddr;
+
+/// The user's side of a stream connection (TCP or Unix): Twisted's and
+/// asyncio's `Protocol`.
+///
+/// # Call order
+/// `connection_made` first, then any number of `data_received`, at most one
+/// `eof_received`, any number of paired `pause_writing`/`resume_writing`, and
+/// `connection_lost` last, **exactly once** — also when the loop is closed with
+/// the connection open (then with an [`Error::Closed`](crate::Error::Closed)
+/// failure). A connection whose connect failed never calls any of them.
+///
+/// # Guarantees
+/// - Methods are called only by the loop, never from inside a [`Transport`]
+///   method: a `write` that crosses the high-water mark, or a `close`, changes
+///   the transport's state at once, and the protocol hears about it
+///   (`pause_writing`, `connection_lost`) right after the method that caused it
+///   returns, if that was one of its own, or else in a later step 6. So a
+///   protocol that shares state with others (a chat room in an `Rc<RefCell<_>>`)
+///   is never re-entered while it holds a borrow.
+/// - A panic in a method is caught: the connection is aborted with the panic as
+///   the reason given to `connection_lost`, the loop's exception handler is told,
+///   and every other connection goes on.
+pub trait Protocol: 'static {
+    /// The connection is up; `transport` can be stored (it is a cheap handle).
+    fn connection_made(&mut self, transport: &Transport) {
+        let _ = transport;
+    }
+
+    /// Bytes arrived. `data` borrows the loop's read buffer: copy what you keep.
+    fn data_received(&mut self, transport: &Transport, data: &[u8]);
+
+    /// The peer closed its side. Return `true` to keep the connection half-open
+    /// (you can still write; call `close` when done); `false` (the default)
+    /// closes it, after flushing what is buffered.
+    fn eof_received(&mut self, transport: &Transport) -> bool {
+        let _ = transport;
+        false
+    }
+
+    /// The connection is gone: `None` after a clean close (by either side, or
+    /// [`Transport::abort`]), the failure otherwise (a reset, a write error, a
+    /// panic in this protocol, [`Transport::abort_with`]'s reason).
+    fn connection_lost(&mut self, transport: &Transport, reason: Option<Failure>) {
+        let _ = (transport, reason);
+    }
+
+    /// The write buffer went above its high-water mark: stop producing.
+    fn pause_writing(&mut self, transport: &Transport) {
+        let _ = transport;
+    }
+
+    /// The write buffer drained to its low-water mark: produce again.
+    fn resume_writing(&mut self, transport: &Transport) {
+        let _ = transport;
+    }
+}
+
+/// The user's side of a UDP socket: asyncio's `DatagramProtocol`.
+///
+/// The same guarantees as [`Protocol`]: the loop owns it, calls it with the
+/// transport, never from inside a transport method, and contains its panics
+/// (the socket is then closed with the panic as `connection_lost`'s reason).
+pub trait DatagramProtocol: 'static {
+    /// The socket is ready.
+    fn connection_made(&mut self, transport: &DatagramTransport) {
+        let _ = transport;
+    }
+
+    /// A datagram arrived from `from`. `data` borrows the loop's read buffer.
+    fn datagram_received(&mut self, transport: &DatagramTransport, data: &[u8], from: SocketAddr);
+
+    /// A send or receive failed without closing the socket (for example
+    /// `ConnectionRefused` on a connected socket after an ICMP port-unreachable).
+    fn error_received(&mut self, transport: &DatagramTransport, error: io::Error) {
+        let _ = (transport, error);
+    }
+
+    /// The socket is closed: `None` after `close`/`abort`, the failure otherwise.
+    fn connection_lost(&mut self, transport: &DatagramTransport, reason: Option<Failure>) {
+        let _ = (transport, reason);
+    }
+
+    /// The send queue went above its high-water mark.
+    fn pause_writing(&mut self, transport: &DatagramTransport) {
+        let _ = transport;
+    }
+
+    /// The send queue drained to its low-water mark.
+    fn resume_writing(&mut self, transport: &DatagramTransport) {
+        let _ = transport;
+    }
+}

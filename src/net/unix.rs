@@ -1,0 +1,63 @@
+//! Unix stream sockets: the `Loop` methods that listen and connect on a path.
+//! Tests: tests/net_unix.rs.
+
+use super::listener::{self, ListenSock, Listener, UnlinkOnDrop};
+use super::stream::{self, Sock};
+use super::{Protocol, SockAddr, Transport};
+use crate::{fail, Deferred, Error, Loop};
+use std::io;
+use std::panic::Location;
+use std::path::Path;
+
+impl Loop {
+    /// Listens on the Unix socket `path`, which must not exist; it is removed
+    /// again when the listener stops or the loop closes.
+    ///
+    /// # Errors
+    /// [`Error::Closed`], or [`Error::Io`] from `bind` (`AddrInUse` if the
+    /// path exists).
+    #[track_caller]
+    pub fn listen_unix<P: Protocol>(
+        &self,
+        path: impl AsRef<Path>,
+        mut factory: impl FnMut() -> P + 'static,
+    ) -> Result<Listener, Error> {
+        let at = Location::caller();
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let path = path.as_ref();
+        let sock = mio::net::UnixListener::bind(path)?;
+        let unlink = UnlinkOnDrop(path.to_path_buf());
+        let local = SockAddr::Unix(Some(path.to_path_buf()));
+        let factory: listener::Factory = Box::new(move || Box::new(factory()));
+        Ok(listener::listen(
+            self,
+            ListenSock::Unix {
+                sock,
+                _path: unlink,
+            },
+            factory,
+            local,
+            at,
+        )?)
+    }
+
+    /// Connects to the Unix socket `path`; as [`connect_tcp`](Self::connect_tcp).
+    #[track_caller]
+    pub fn connect_unix<P: Protocol>(
+        &self,
+        path: impl AsRef<Path>,
+        protocol: P,
+    ) -> Deferred<Transport> {
+        if self.is_closed() {
+            return fail(Error::Closed);
+        }
+        let path = path.as_ref();
+        let to = SockAddr::Unix(Some(path.to_path_buf()));
+        match mio::net::UnixStream::connect(path) {
+            Ok(sock) => stream::connect(self, Sock::Unix(sock), to, Box::new(protocol)),
+            Err(e) => fail(io::Error::new(e.kind(), format!("connect to {to}: {e}"))),
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Helpers for the networking tests: a protocol that records what happens to
+//! it, with a few behaviours switched on by its fields.
+
+use deferloop::net::{Protocol, Transport};
+use deferloop::Failure;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// What a [`Rec`] protocol saw, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ev {
+    Made,
+    Data(usize),
+    Eof,
+    PauseWriting,
+    ResumeWriting,
+    /// `connection_lost`, with the reason's text.
+    Lost(Option<String>),
+}
+
+/// Shared state of one recorded connection.
+#[derive(Default)]
+pub struct Seen {
+    pub events: Vec<Ev>,
+    pub bytes: Vec<u8>,
+    pub transport: Option<Transport>,
+    pub reason: Option<Failure>,
+}
+
+pub type Shared = Rc<RefCell<Seen>>;
+
+/// A protocol that records; `echo` writes back what it reads; `keep_open`
+/// answers `eof_received` with true.
+#[derive(Default)]
+pub struct Rec {
+    pub seen: Shared,
+    pub echo: bool,
+    pub keep_open: bool,
+}
+
+impl Rec {
+    pub fn new() -> (Rec, Shared) {
+        let r = Rec::default();
+        let s = r.seen.clone();
+        (r, s)
+    }
+
+    pub fn echo() -> (Rec, Shared) {
+        let (mut r, s) = Rec::new();
+        r.echo = true;
+        (r, s)
+    }
+}
+
+impl Protocol for Rec {
+    fn connection_made(&mut self, t: &Transport) {
+        let mut s = self.seen.borrow_mut();
+        s.events.push(Ev::Made);
+        s.transport = Some(t.clone());
+    }
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        self.seen.borrow_mut().events.push(Ev::Data(data.len()));
+        self.seen.borrow_mut().bytes.extend_from_slice(data);
+        if self.echo {
+            t.write(data);
+        }
+    }
+    fn eof_received(&mut self, _: &Transport) -> bool {
+        self.seen.borrow_mut().events.push(Ev::Eof);
+        self.keep_open
+    }
+    fn connection_lost(&mut self, _: &Transport, reason: Option<Failure>) {
+        let mut s = self.seen.borrow_mut();
+        s.events
+            .push(Ev::Lost(reason.as_ref().map(|f| f.to_string())));
+        s.reason = reason;
+    }
+    fn pause_writing(&mut self, _: &Transport) {
+        self.seen.borrow_mut().events.push(Ev::PauseWriting);
+    }
+    fn resume_writing(&mut self, _: &Transport) {
+        self.seen.borrow_mut().events.push(Ev::ResumeWriting);
+    }
+}
+
+/// How many `connection_lost` calls `seen` recorded.
+pub fn lost_count(seen: &Shared) -> usize {
+    seen.borrow()
+        .events
+        .iter()
+        .filter(|e| matches!(e, Ev::Lost(_)))
+        .count()
+}
+
+/// Asserts the call order rule: `Made` first, exactly one `Lost`, last.
+pub fn assert_lifecycle(seen: &Shared) {
+    let s = seen.borrow();
+    assert_eq!(s.events.first(), Some(&Ev::Made), "{:?}", s.events);
+    assert_eq!(
+        lost_count(seen),
+        1,
+        "connection_lost exactly once: {:?}",
+        s.events
+    );
+    assert!(
+        matches!(s.events.last(), Some(Ev::Lost(_))),
+        "{:?}",
+        s.events
+    );
+}
