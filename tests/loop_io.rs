@@ -111,3 +111,29 @@ fn readers_can_remove_or_replace_themselves_and_survive_panics() -> Result<(), E
     assert!(ev.remove_reader(fd));
     Ok(())
 }
+
+/// A transport's or listener's fd cannot be taken over by `add_reader` or
+/// `add_writer` (asyncio's `_ensure_fd_no_transport`), nor its reader removed.
+#[test]
+fn a_transport_owned_fd_cannot_be_hijacked() -> Result<(), Error> {
+    use deferloop::net::{Protocol, Transport};
+    struct Quiet;
+    impl Protocol for Quiet {
+        fn data_received(&mut self, _: &Transport, _: &[u8]) {}
+    }
+    let ev = EventLoop::new()?;
+    let l = ev.listen_tcp("127.0.0.1:0".parse().unwrap(), || Quiet)?;
+    let lfd = l.raw_fd().unwrap();
+    assert!(matches!(ev.add_reader(lfd, |_| {}), Err(Error::Owned)));
+    let d = ev.connect_tcp(l.local_addr().as_inet().unwrap(), Quiet);
+    let t = ev.run_until(d).unwrap();
+    let fd = t.raw_fd().unwrap();
+    assert!(matches!(ev.add_reader(fd, |_| {}), Err(Error::Owned)));
+    assert!(matches!(ev.add_writer(fd, |_| {}), Err(Error::Owned)));
+    assert!(!ev.remove_reader(fd));
+    assert!(!ev.remove_writer(lfd));
+    // Once the transport is closed, its fd number is free for others again.
+    t.abort();
+    assert!(t.raw_fd().is_none());
+    Ok(())
+}

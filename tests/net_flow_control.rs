@@ -1,0 +1,187 @@
+//! Flow control on a transport: pausing and resuming reading, and the write
+//! buffer's water marks (pause above high, resume at low, limits re-checked).
+
+mod util;
+
+use deferloop::net::{Protocol, Transport, DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
+use deferloop::{Error, EventLoop, Failure};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+use util::net::{assert_lifecycle, lost_count, Ev, Rec};
+use util::run_until;
+
+const T: Duration = Duration::from_secs(20);
+
+fn local() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// Pauses reading after the first chunk.
+struct PauseAfterFirst {
+    rec: Rec,
+}
+
+impl Protocol for PauseAfterFirst {
+    fn connection_made(&mut self, t: &Transport) {
+        self.rec.connection_made(t);
+    }
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        self.rec.data_received(t, data);
+        t.pause_reading();
+        assert!(!t.is_reading());
+    }
+    fn eof_received(&mut self, t: &Transport) -> bool {
+        self.rec.eof_received(t)
+    }
+    fn connection_lost(&mut self, t: &Transport, r: Option<Failure>) {
+        self.rec.connection_lost(t, r);
+    }
+}
+
+#[test]
+fn pause_reading_stops_data_and_resume_delivers_what_arrived_meanwhile() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let mut slot = Some(PauseAfterFirst { rec });
+    let l = ev
+        .listen_tcp(local(), move || slot.take().unwrap())
+        .unwrap();
+    let addr = l.local_addr().as_inet().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"first").unwrap();
+        rx.recv().unwrap();
+        s.write_all(b"second").unwrap();
+        rx.recv().unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).unwrap();
+    });
+    run_until(&ev, T, || seen.borrow().bytes == b"first");
+    tx.send(()).unwrap();
+    // The peer's second write arrives, but nothing is delivered while paused.
+    std::thread::sleep(Duration::from_millis(50));
+    ev.call_later(Duration::from_millis(50), |lp| lp.stop())
+        .unwrap();
+    ev.run().unwrap();
+    assert_eq!(seen.borrow().bytes, b"first");
+    let t = seen.borrow().transport.clone().unwrap();
+    t.resume_reading();
+    assert!(t.is_reading());
+    run_until(&ev, T, || seen.borrow().bytes == b"firstsecond");
+    tx.send(()).unwrap();
+    t.resume_reading(); // paused again by the protocol: resume for the EOF
+    run_until(&ev, T, || lost_count(&seen) == 1);
+    peer.join().unwrap();
+    assert_lifecycle(&seen);
+    assert_eq!(
+        seen.borrow().events,
+        [Ev::Made, Ev::Data(5), Ev::Data(6), Ev::Eof, Ev::Lost(None)]
+    );
+}
+
+#[test]
+fn the_write_buffer_pauses_above_high_and_resumes_at_low() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let mut slot = Some(rec);
+    let l = ev
+        .listen_tcp(local(), move || slot.take().unwrap())
+        .unwrap();
+    let addr = l.local_addr().as_inet().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        rx.recv().unwrap(); // start reading only when told
+        let mut all = Vec::new();
+        s.read_to_end(&mut all).unwrap();
+        all.len()
+    });
+    run_until(&ev, T, || seen.borrow().transport.is_some());
+    let t = seen.borrow().transport.clone().unwrap();
+    assert_eq!(
+        t.write_buffer_limits(),
+        (DEFAULT_LOW_WATER, DEFAULT_HIGH_WATER)
+    );
+    // Fill the kernel's buffers and ours, past the high-water mark.
+    let mut written = 0;
+    while !t.is_writing_paused() {
+        t.write(&[9; 16 * 1024]);
+        written += 16 * 1024;
+    }
+    assert!(t.write_buffer_size() > DEFAULT_HIGH_WATER);
+    ev.call_later(Duration::from_millis(20), |lp| lp.stop())
+        .unwrap();
+    ev.run().unwrap();
+    assert_eq!(seen.borrow().events, [Ev::Made, Ev::PauseWriting]);
+    tx.send(()).unwrap();
+    run_until(&ev, T, || seen.borrow().events.len() == 3);
+    assert_eq!(seen.borrow().events[2], Ev::ResumeWriting);
+    assert!(t.write_buffer_size() <= DEFAULT_LOW_WATER);
+    t.close();
+    run_until(&ev, T, || lost_count(&seen) == 1);
+    assert_eq!(peer.join().unwrap(), written, "every byte arrived");
+    assert_lifecycle(&seen);
+}
+
+#[test]
+fn changing_the_limits_rechecks_at_once() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let mut slot = Some(rec);
+    let l = ev
+        .listen_tcp(local(), move || slot.take().unwrap())
+        .unwrap();
+    let addr = l.local_addr().as_inet().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        rx.recv().unwrap();
+        let mut all = Vec::new();
+        s.read_to_end(&mut all).unwrap();
+    });
+    run_until(&ev, T, || seen.borrow().transport.is_some());
+    let t = seen.borrow().transport.clone().unwrap();
+    t.set_write_buffer_limits(Some(1 << 30), None).unwrap();
+    while t.write_buffer_size() < 100_000 {
+        t.write(&[1; 50_000]);
+    }
+    assert!(!t.is_writing_paused());
+    assert!(matches!(
+        t.set_write_buffer_limits(Some(10), Some(20)),
+        Err(Error::InvalidInput(_))
+    ));
+    assert_eq!(
+        t.write_buffer_limits(),
+        (1 << 28, 1 << 30),
+        "unchanged on error"
+    );
+    t.set_write_buffer_limits(Some(1000), Some(10)).unwrap();
+    assert!(t.is_writing_paused(), "lowering high below the size pauses");
+    ev.call_later(Duration::from_millis(20), |lp| lp.stop())
+        .unwrap();
+    ev.run().unwrap();
+    assert_eq!(seen.borrow().events, [Ev::Made, Ev::PauseWriting]);
+    t.set_write_buffer_limits(Some(1 << 30), Some(1 << 29))
+        .unwrap();
+    assert!(!t.is_writing_paused(), "raising low above the size resumes");
+    ev.call_later(Duration::from_millis(20), |lp| lp.stop())
+        .unwrap();
+    ev.run().unwrap();
+    assert_eq!(
+        seen.borrow().events,
+        [Ev::Made, Ev::PauseWriting, Ev::ResumeWriting]
+    );
+    tx.send(()).unwrap();
+    t.close();
+    run_until(&ev, T, || lost_count(&seen) == 1);
+    peer.join().unwrap();
+    assert_eq!(
+        t.set_write_buffer_limits(None, None)
+            .unwrap_err()
+            .to_string(),
+        Error::Gone.to_string()
+    );
+}

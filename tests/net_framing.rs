@@ -1,0 +1,194 @@
+//! Framing over real sockets: lines and length-prefixed messages across reads,
+//! and a peer that breaks the limits is told, then closed, with the error
+//! reported to `connection_lost`.
+
+mod util;
+
+use deferloop::net::framing::{FrameError, FrameProtocol, LengthPrefixed, Lines, Prefix};
+use deferloop::net::Transport;
+use deferloop::{EventLoop, Failure};
+use std::cell::RefCell;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::rc::Rc;
+use std::time::Duration;
+use util::run_until;
+
+#[derive(Default)]
+struct Seen {
+    frames: Vec<Vec<u8>>,
+    errors: Vec<FrameError>,
+    lost: Vec<Option<Failure>>,
+}
+
+/// Replies to each frame; on a framing error writes a last "ERR" reply.
+struct Replier {
+    seen: Rc<RefCell<Seen>>,
+    prefix: Option<Prefix>,
+}
+
+impl Replier {
+    fn reply(&self, t: &Transport, msg: &[u8]) {
+        match self.prefix {
+            Some(p) => LengthPrefixed::<Replier>::send(t, p, msg).unwrap(),
+            None => t.write_vectored(&[msg, b"\n"]),
+        }
+    }
+}
+
+impl FrameProtocol for Replier {
+    fn frame_received(&mut self, t: &Transport, frame: &[u8]) {
+        self.seen.borrow_mut().frames.push(frame.to_vec());
+        self.reply(t, &[b"you said: ", frame].concat());
+    }
+    fn frame_error(&mut self, t: &Transport, error: &FrameError) {
+        self.seen.borrow_mut().errors.push(error.clone());
+        self.reply(t, b"ERR");
+    }
+    fn connection_lost(&mut self, _: &Transport, reason: Option<Failure>) {
+        self.seen.borrow_mut().lost.push(reason);
+    }
+}
+
+/// Sends `parts` with pauses between them (so they arrive as separate reads),
+/// then reads everything until the server closes.
+fn peer(addr: SocketAddr, parts: Vec<Vec<u8>>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        for p in parts {
+            s.write_all(&p).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut back = Vec::new();
+        let _ = s.read_to_end(&mut back);
+        back
+    })
+}
+
+fn be32(n: u32) -> Vec<u8> {
+    n.to_be_bytes().to_vec()
+}
+
+#[test]
+fn lines_split_across_reads_then_an_over_long_line_closes_with_the_error() {
+    let ev = EventLoop::new().unwrap();
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let s2 = seen.clone();
+    let l = ev
+        .listen_tcp("127.0.0.1:0".parse().unwrap(), move || {
+            Lines::with_delimiter(
+                Replier {
+                    seen: s2.clone(),
+                    prefix: None,
+                },
+                b"\n",
+                16,
+            )
+            .unwrap()
+        })
+        .unwrap();
+    let p = peer(
+        l.local_addr().as_inet().unwrap(),
+        vec![
+            b"hel".to_vec(),
+            b"lo\nwor".to_vec(),
+            b"ld\n".to_vec(),
+            vec![b'a'; 40],
+            b"\nnever seen\n".to_vec(),
+        ],
+    );
+    run_until(&ev, Duration::from_secs(20), || {
+        seen.borrow().lost.len() == 1
+    });
+    let back = p.join().unwrap();
+    assert_eq!(back, b"you said: hello\nyou said: world\nERR\n");
+    let s = seen.borrow();
+    assert_eq!(s.frames, [b"hello".to_vec(), b"world".to_vec()]);
+    assert_eq!(
+        s.errors,
+        [FrameError::LineTooLong {
+            limit: 16,
+            seen: 40
+        }]
+    );
+    let reason = s.lost[0].as_ref().expect("closed with the framing error");
+    assert_eq!(
+        reason.downcast_ref::<FrameError>(),
+        Some(&FrameError::LineTooLong {
+            limit: 16,
+            seen: 40
+        })
+    );
+}
+
+#[test]
+fn length_prefixed_messages_then_an_oversize_prefix_closes_with_the_error() {
+    let ev = EventLoop::new().unwrap();
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let s2 = seen.clone();
+    let l = ev
+        .listen_tcp("127.0.0.1:0".parse().unwrap(), move || {
+            LengthPrefixed::new(
+                Replier {
+                    seen: s2.clone(),
+                    prefix: Some(Prefix::U32),
+                },
+                Prefix::U32,
+                1024,
+            )
+        })
+        .unwrap();
+    let mut first = be32(3);
+    first.extend_from_slice(b"ab");
+    let p = peer(
+        l.local_addr().as_inet().unwrap(),
+        vec![
+            first,
+            b"c".to_vec(),
+            [be32(0), be32(2), b"xy".to_vec()].concat(),
+            be32(1 << 30),
+            vec![0; 100],
+        ],
+    );
+    run_until(&ev, Duration::from_secs(20), || {
+        seen.borrow().lost.len() == 1
+    });
+    let back = p.join().unwrap();
+    let mut want = Vec::new();
+    for m in [
+        &b"you said: abc"[..],
+        b"you said: ",
+        b"you said: xy",
+        b"ERR",
+    ] {
+        want.extend_from_slice(&be32(m.len() as u32));
+        want.extend_from_slice(m);
+    }
+    assert_eq!(back, want);
+    let s = seen.borrow();
+    assert_eq!(s.frames, [b"abc".to_vec(), Vec::new(), b"xy".to_vec()]);
+    let e = FrameError::MessageTooLarge {
+        size: 1 << 30,
+        limit: 1024,
+    };
+    assert_eq!(s.errors, std::slice::from_ref(&e));
+    assert_eq!(
+        s.lost[0].as_ref().unwrap().downcast_ref::<FrameError>(),
+        Some(&e)
+    );
+}
+
+#[test]
+fn a_message_too_long_for_its_prefix_is_refused_before_writing() {
+    let ev = EventLoop::new().unwrap();
+    let l = ev
+        .listen_tcp("127.0.0.1:0".parse().unwrap(), || util::net::Rec::new().0)
+        .unwrap();
+    let (rec, _seen) = util::net::Rec::new();
+    let t = ev
+        .run_until(ev.connect_tcp(l.local_addr().as_inet().unwrap(), rec))
+        .unwrap();
+    let big = vec![0; 70_000];
+    assert!(LengthPrefixed::<Replier>::send(&t, Prefix::U16, &big).is_err());
+    assert!(LengthPrefixed::<Replier>::send(&t, Prefix::U32, &big).is_ok());
+}

@@ -1,0 +1,361 @@
+//! Ending TCP connections: half-close, close versus abort, a peer's reset,
+//! writes after close, and the loop closing with connections open.
+//! `connection_lost` is asserted exactly once in each.
+
+mod util;
+
+use deferloop::net::{Protocol, Transport};
+use deferloop::{Error, EventLoop, Failure};
+use std::cell::RefCell;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::unix::io::AsRawFd;
+use std::rc::Rc;
+use std::time::Duration;
+use util::net::{assert_lifecycle, lost_count, Ev, Rec, Shared};
+use util::run_until;
+
+const T: Duration = Duration::from_secs(20);
+
+fn local() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// A listener whose connections are `Rec`s built by `make`; returns their records.
+fn serve(
+    ev: &EventLoop,
+    mut make: impl FnMut() -> Rec + 'static,
+) -> (SocketAddr, Rc<RefCell<Vec<Shared>>>) {
+    let all = Rc::new(RefCell::new(Vec::new()));
+    let a2 = all.clone();
+    let l = ev
+        .listen_tcp(local(), move || {
+            let r = make();
+            a2.borrow_mut().push(r.seen.clone());
+            r
+        })
+        .unwrap();
+    (l.local_addr().as_inet().unwrap(), all)
+}
+
+/// Sends a request, half-closes, and collects the reply until the server closes.
+struct HalfCloser {
+    rec: Rec,
+}
+
+impl Protocol for HalfCloser {
+    fn connection_made(&mut self, t: &Transport) {
+        self.rec.connection_made(t);
+        t.write(b"request");
+        t.write_eof();
+        assert!(t.is_reading(), "reading goes on after write_eof");
+        t.write(b"ignored");
+        assert_eq!(
+            t.dropped_writes(),
+            1,
+            "the write after write_eof was ignored"
+        );
+    }
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        self.rec.data_received(t, data);
+    }
+    fn eof_received(&mut self, t: &Transport) -> bool {
+        self.rec.eof_received(t)
+    }
+    fn connection_lost(&mut self, t: &Transport, reason: Option<Failure>) {
+        self.rec.connection_lost(t, reason);
+    }
+}
+
+/// Answers after the request is complete (at EOF), on a half-open connection.
+struct AnswerAtEof {
+    rec: Rec,
+}
+
+impl Protocol for AnswerAtEof {
+    fn connection_made(&mut self, t: &Transport) {
+        self.rec.connection_made(t);
+    }
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        self.rec.data_received(t, data);
+    }
+    fn eof_received(&mut self, t: &Transport) -> bool {
+        self.rec.eof_received(t);
+        let n = self.rec.seen.borrow().bytes.len();
+        t.write(format!("got {n} bytes").as_bytes());
+        t.close();
+        true
+    }
+    fn connection_lost(&mut self, t: &Transport, reason: Option<Failure>) {
+        self.rec.connection_lost(t, reason);
+    }
+}
+
+#[test]
+fn half_close_the_peer_still_sends_after_our_write_eof() {
+    let ev = EventLoop::new().unwrap();
+    let servers = Rc::new(RefCell::new(Vec::new()));
+    let s2 = servers.clone();
+    let l = ev
+        .listen_tcp(local(), move || {
+            let (rec, seen) = Rec::new();
+            s2.borrow_mut().push(seen);
+            AnswerAtEof { rec }
+        })
+        .unwrap();
+    let (rec, client) = Rec::new();
+    let d = ev.connect_tcp(l.local_addr().as_inet().unwrap(), HalfCloser { rec });
+    let t = ev.run_until(d).unwrap();
+    run_until(&ev, T, || {
+        lost_count(&client) == 1 && servers.borrow().iter().all(|s| lost_count(s) == 1)
+    });
+    assert_eq!(client.borrow().bytes, b"got 7 bytes");
+    assert_eq!(
+        client.borrow().events,
+        [Ev::Made, Ev::Data(11), Ev::Eof, Ev::Lost(None)]
+    );
+    let server = servers.borrow()[0].clone();
+    assert_eq!(server.borrow().bytes, b"request");
+    assert_lifecycle(&server);
+    assert_eq!(server.borrow().events.last(), Some(&Ev::Lost(None)));
+    assert!(t.is_closing());
+}
+
+#[test]
+fn data_and_fin_arriving_together_still_deliver_eof() {
+    let ev = EventLoop::new().unwrap();
+    let (addr, servers) = serve(&ev, || Rec::echo().0);
+    let peer = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"abc").unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        s.read_to_end(&mut back).unwrap();
+        back
+    });
+    run_until(&ev, T, || {
+        servers.borrow().len() == 1 && lost_count(&servers.borrow()[0]) == 1
+    });
+    assert_eq!(peer.join().unwrap(), b"abc");
+    let s = servers.borrow()[0].clone();
+    assert_eq!(
+        s.borrow().events,
+        [Ev::Made, Ev::Data(3), Ev::Eof, Ev::Lost(None)]
+    );
+}
+
+/// Writes `n` bytes as soon as connected, then closes or aborts.
+struct WriteThenEnd {
+    rec: Rec,
+    n: usize,
+    abort: bool,
+}
+
+impl Protocol for WriteThenEnd {
+    fn connection_made(&mut self, t: &Transport) {
+        self.rec.connection_made(t);
+        t.write(&vec![7u8; self.n]);
+        assert!(t.write_buffer_size() > 0, "the peer does not read yet");
+        if self.abort {
+            t.abort();
+        } else {
+            t.close();
+        }
+        assert!(t.is_closing());
+        t.write(b"after");
+    }
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        self.rec.data_received(t, data);
+    }
+    fn connection_lost(&mut self, t: &Transport, reason: Option<Failure>) {
+        assert_eq!(t.dropped_writes(), 1);
+        self.rec.connection_lost(t, reason);
+    }
+}
+
+/// Runs a server that writes 32 MiB then closes or aborts; returns how many
+/// bytes the peer read before end-of-file.
+fn bytes_read_by_peer(abort: bool) -> (usize, Shared) {
+    const N: usize = 32 << 20;
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let mut slot = Some(WriteThenEnd { rec, n: N, abort });
+    let l = ev
+        .listen_tcp(local(), move || slot.take().unwrap())
+        .unwrap();
+    let addr = l.local_addr().as_inet().unwrap();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        go_rx.recv().unwrap(); // read only once the server has ended
+        let mut n = 0;
+        let mut buf = vec![0; 1 << 16];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return n,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return n,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    });
+    run_until(&ev, T, || l.accepted() == 1);
+    go_tx.send(()).unwrap();
+    run_until(&ev, T, || lost_count(&seen) == 1);
+    let n = peer.join().unwrap();
+    assert_lifecycle(&seen);
+    assert_eq!(seen.borrow().events.last(), Some(&Ev::Lost(None)));
+    assert_eq!(ev.io_source_count(), 1, "the connection left the registry");
+    (n, seen)
+}
+
+#[test]
+fn close_flushes_everything_and_abort_drops_the_buffer() {
+    let (closed, _) = bytes_read_by_peer(false);
+    assert_eq!(closed, 32 << 20, "close writes the whole buffer first");
+    let (aborted, _) = bytes_read_by_peer(true);
+    assert!(
+        aborted < 32 << 20,
+        "abort dropped the buffer (peer read {aborted})"
+    );
+}
+
+#[test]
+fn writes_after_close_are_ignored_and_logged_once() {
+    let logs = util::logs();
+    let ev = EventLoop::new().unwrap();
+    let (addr, _servers) = serve(&ev, || Rec::new().0);
+    let (rec, client) = Rec::new();
+    let t = ev.run_until(ev.connect_tcp(addr, rec)).unwrap();
+    t.close();
+    t.write(b"one");
+    t.write(b"two");
+    assert_eq!(t.dropped_writes(), 2);
+    run_until(&ev, T, || lost_count(&client) == 1);
+    t.write(b"three");
+    t.close();
+    t.abort();
+    assert_eq!(t.dropped_writes(), 0, "a gone transport keeps no count");
+    assert_lifecycle(&client);
+    let warned: Vec<_> = logs
+        .mine()
+        .into_iter()
+        .filter(|r| r.message.contains("closing or closed transport ignored"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+}
+
+/// Keeps writing to a peer that does not read.
+struct Flood {
+    rec: Rec,
+}
+
+impl Protocol for Flood {
+    fn connection_made(&mut self, t: &Transport) {
+        self.rec.connection_made(t);
+        t.write(&[1; 1 << 20]);
+    }
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        self.rec.data_received(t, data);
+    }
+    fn resume_writing(&mut self, t: &Transport) {
+        t.write(&[1; 1 << 20]);
+    }
+    fn connection_lost(&mut self, t: &Transport, reason: Option<Failure>) {
+        self.rec.connection_lost(t, reason);
+    }
+}
+
+#[test]
+fn a_peer_reset_mid_stream_gives_connection_lost_an_error() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let mut slot = Some(Flood { rec });
+    let l = ev
+        .listen_tcp(local(), move || slot.take().unwrap())
+        .unwrap();
+    let addr = l.local_addr().as_inet().unwrap();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"hi").unwrap();
+        go_rx.recv().unwrap();
+        let mut some = [0; 1000];
+        s.read_exact(&mut some).unwrap();
+        // SO_LINGER with a zero timeout: close sends a reset.
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a valid fd and a pointer to a local `linger` of the size given.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0);
+        drop(s);
+    });
+    run_until(&ev, T, || seen.borrow().bytes == b"hi");
+    go_tx.send(()).unwrap();
+    run_until(&ev, T, || lost_count(&seen) == 1);
+    peer.join().unwrap();
+    assert_lifecycle(&seen);
+    let s = seen.borrow();
+    let reason = s.reason.as_ref().expect("a reset is not a clean close");
+    let kind = reason.downcast_ref::<std::io::Error>().unwrap().kind();
+    assert!(
+        matches!(
+            kind,
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        ),
+        "{reason}"
+    );
+}
+
+#[test]
+fn closing_the_loop_gives_open_connections_connection_lost_once() {
+    let ev = EventLoop::new().unwrap();
+    let (addr, servers) = serve(&ev, || Rec::echo().0);
+    let (rec, client) = Rec::new();
+    let t = ev.run_until(ev.connect_tcp(addr, rec)).unwrap();
+    run_until(&ev, T, || servers.borrow().len() == 1);
+    let server = servers.borrow()[0].clone();
+    drop(ev);
+    for seen in [&client, &server] {
+        assert_lifecycle(seen);
+        let s = seen.borrow();
+        let reason = s.reason.as_ref().unwrap();
+        assert!(matches!(
+            reason.downcast_ref::<Error>(),
+            Some(Error::Closed)
+        ));
+    }
+    t.write(b"late");
+    assert!(t.is_closing());
+}
+
+#[test]
+fn abort_and_close_repeated_deliver_one_connection_lost() {
+    let ev = EventLoop::new().unwrap();
+    let (addr, _servers) = serve(&ev, || Rec::new().0);
+    let (rec, client) = Rec::new();
+    let t = ev.run_until(ev.connect_tcp(addr, rec)).unwrap();
+    t.abort_with(Failure::msg("first reason"));
+    t.close();
+    t.abort();
+    t.abort_with(Failure::msg("second reason"));
+    run_until(&ev, T, || lost_count(&client) == 1);
+    ev.call_later(Duration::from_millis(50), |lp| lp.stop())
+        .unwrap();
+    ev.run().unwrap();
+    assert_lifecycle(&client);
+    assert_eq!(
+        client.borrow().events.last(),
+        Some(&Ev::Lost(Some("first reason".into())))
+    );
+}

@@ -1,0 +1,154 @@
+//! Connecting: success order, refusal, timeout and cancellation. A connection
+//! that never came up calls no protocol method.
+
+mod util;
+
+use deferloop::deferred::{Cancelled, TimedOut};
+use deferloop::net::{Protocol, Transport};
+use deferloop::EventLoop;
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::os::unix::io::FromRawFd;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use util::net::Rec;
+
+#[test]
+fn the_deferred_fires_after_connection_made() {
+    let ev = EventLoop::new().unwrap();
+    let l = ev
+        .listen_tcp("127.0.0.1:0".parse().unwrap(), || Rec::new().0)
+        .unwrap();
+    let order = Rc::new(RefCell::new(Vec::new()));
+    struct Mark(Rc<RefCell<Vec<&'static str>>>);
+    impl Protocol for Mark {
+        fn connection_made(&mut self, _: &Transport) {
+            self.0.borrow_mut().push("connection_made");
+        }
+        fn data_received(&mut self, _: &Transport, _: &[u8]) {}
+    }
+    let o = order.clone();
+    let d = ev
+        .connect_tcp(l.local_addr().as_inet().unwrap(), Mark(order.clone()))
+        .map(move |t| {
+            o.borrow_mut().push("deferred");
+            t
+        });
+    let t = ev.run_until(d).unwrap();
+    assert_eq!(*order.borrow(), ["connection_made", "deferred"]);
+    assert_eq!(
+        t.peer_addr().unwrap(),
+        *l.local_addr(),
+        "connected to the listener"
+    );
+}
+
+#[test]
+fn a_refused_connect_fails_with_connection_refused_naming_the_address() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }; // closed again: nothing listens there now
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let f = ev.run_until(ev.connect_tcp(addr, rec)).unwrap_err();
+    let e = f.downcast_ref::<std::io::Error>().expect("an io::Error");
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert!(f.to_string().contains(&addr.to_string()), "{f}");
+    assert!(
+        seen.borrow().events.is_empty(),
+        "no protocol method was called"
+    );
+    assert_eq!(ev.io_source_count(), 0, "the socket is gone");
+}
+
+/// A listener whose accept queue is full: further SYNs are dropped, so a
+/// connect to it stays pending (loopback only, no outside address needed).
+fn full_listener() -> (std::net::TcpListener, std::net::TcpStream, SocketAddr) {
+    // SAFETY: plain socket calls on a fresh fd that the TcpListener then owns.
+    let listener = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let r = libc::bind(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(r, 0);
+        assert_eq!(libc::listen(fd, 0), 0);
+        std::net::TcpListener::from_raw_fd(fd)
+    };
+    let addr = listener.local_addr().unwrap();
+    let filler = std::net::TcpStream::connect(addr).unwrap(); // takes the one slot
+    (listener, filler, addr)
+}
+
+#[test]
+fn a_connect_that_hangs_fails_with_timed_out_after_add_timeout() {
+    let (_listener, _filler, addr) = full_listener();
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let t0 = Instant::now();
+    let d = ev
+        .connect_tcp(addr, rec)
+        .add_timeout(Duration::from_millis(200), &ev.handle());
+    let f = ev.run_until(d).unwrap_err();
+    let waited = t0.elapsed();
+    assert!(f.check::<TimedOut>(), "{f}");
+    assert!(waited >= Duration::from_millis(200), "{waited:?}");
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert!(seen.borrow().events.is_empty());
+    assert_eq!(ev.io_source_count(), 0, "the abandoned socket is closed");
+}
+
+#[test]
+fn cancelling_a_connect_abandons_it() {
+    let (_listener, _filler, addr) = full_listener();
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let d = ev.connect_tcp(addr, rec);
+    assert_eq!(ev.io_source_count(), 1);
+    d.cancel();
+    assert_eq!(ev.io_source_count(), 0);
+    let f = d.result().unwrap().unwrap_err();
+    assert!(f.check::<Cancelled>());
+    assert!(seen.borrow().events.is_empty());
+}
+
+#[test]
+fn connecting_on_a_closed_loop_is_an_error_not_a_panic() {
+    let ev = EventLoop::new().unwrap();
+    ev.close().unwrap();
+    let f = ev
+        .connect_tcp("127.0.0.1:9".parse().unwrap(), Rec::new().0)
+        .result()
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(
+        f.downcast_ref::<deferloop::Error>(),
+        Some(deferloop::Error::Closed)
+    ));
+    assert!(matches!(
+        ev.listen_tcp("127.0.0.1:0".parse().unwrap(), || Rec::new().0),
+        Err(deferloop::Error::Closed)
+    ));
+}
+
+#[test]
+fn closing_the_loop_fails_a_pending_connect() {
+    let (_listener, _filler, addr) = full_listener();
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let d = ev.connect_tcp(addr, rec);
+    ev.close().unwrap();
+    let f = d.result().unwrap().unwrap_err();
+    assert!(matches!(
+        f.downcast_ref::<deferloop::Error>(),
+        Some(deferloop::Error::Closed)
+    ));
+    assert!(seen.borrow().events.is_empty());
+}

@@ -1,0 +1,147 @@
+//! UDP: a round trip between a bound and a connected socket, errors reported
+//! to `error_received` without closing, and `connection_lost` exactly once.
+
+mod util;
+
+use deferloop::net::{DatagramProtocol, DatagramTransport};
+use deferloop::{EventLoop, Failure};
+use std::cell::RefCell;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+use util::run_until;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Ev {
+    Made,
+    Got(Vec<u8>),
+    Error(io::ErrorKind),
+    Lost(bool),
+}
+
+type Log = Rc<RefCell<Vec<Ev>>>;
+
+struct Udp {
+    log: Log,
+    echo: bool,
+    greet: Option<Vec<u8>>,
+}
+
+impl DatagramProtocol for Udp {
+    fn connection_made(&mut self, t: &DatagramTransport) {
+        self.log.borrow_mut().push(Ev::Made);
+        if let Some(g) = self.greet.take() {
+            t.send(&g);
+        }
+    }
+    fn datagram_received(&mut self, t: &DatagramTransport, data: &[u8], from: SocketAddr) {
+        self.log.borrow_mut().push(Ev::Got(data.to_vec()));
+        if self.echo {
+            t.send_to(data, from);
+        }
+    }
+    fn error_received(&mut self, _: &DatagramTransport, e: io::Error) {
+        self.log.borrow_mut().push(Ev::Error(e.kind()));
+    }
+    fn connection_lost(&mut self, _: &DatagramTransport, reason: Option<Failure>) {
+        self.log.borrow_mut().push(Ev::Lost(reason.is_some()));
+    }
+}
+
+fn udp(log: &Log, echo: bool, greet: Option<&[u8]>) -> Udp {
+    Udp {
+        log: log.clone(),
+        echo,
+        greet: greet.map(<[u8]>::to_vec),
+    }
+}
+
+#[test]
+fn a_datagram_round_trip_then_each_side_closes_once() {
+    let ev = EventLoop::new().unwrap();
+    let server_log = Log::default();
+    let server = ev
+        .listen_udp("127.0.0.1:0".parse().unwrap(), udp(&server_log, true, None))
+        .unwrap();
+    let addr = server.local_addr().unwrap();
+    assert_ne!(addr.port(), 0);
+    let client_log = Log::default();
+    let client = ev
+        .connect_udp(addr, udp(&client_log, false, Some(b"ping")))
+        .unwrap();
+    assert_eq!(client.peer_addr().unwrap(), addr);
+    run_until(&ev, Duration::from_secs(10), || {
+        client_log.borrow().len() == 2
+    });
+    // Several datagrams keep their boundaries.
+    for m in [&b"a"[..], b"bb", b""] {
+        client.send(m);
+    }
+    run_until(&ev, Duration::from_secs(10), || {
+        client_log.borrow().len() == 5
+    });
+    client.close();
+    server.close();
+    client.send(b"late");
+    run_until(&ev, Duration::from_secs(10), || {
+        client_log.borrow().last() == Some(&Ev::Lost(false))
+            && server_log.borrow().last() == Some(&Ev::Lost(false))
+    });
+    assert_eq!(
+        *client_log.borrow(),
+        [
+            Ev::Made,
+            Ev::Got(b"ping".to_vec()),
+            Ev::Got(b"a".to_vec()),
+            Ev::Got(b"bb".to_vec()),
+            Ev::Got(Vec::new()),
+            Ev::Lost(false)
+        ]
+    );
+    assert_eq!(server_log.borrow().first(), Some(&Ev::Made));
+    assert_eq!(ev.io_source_count(), 0);
+}
+
+#[test]
+fn a_refused_datagram_is_an_error_received_not_a_close() {
+    let port = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let ev = EventLoop::new().unwrap();
+    let log = Log::default();
+    let t = ev
+        .connect_udp(
+            ([127, 0, 0, 1], port).into(),
+            udp(&log, false, Some(b"anyone?")),
+        )
+        .unwrap();
+    run_until(&ev, Duration::from_secs(10), || {
+        log.borrow()
+            .contains(&Ev::Error(io::ErrorKind::ConnectionRefused))
+    });
+    assert!(!t.is_closing(), "an ICMP error does not close the socket");
+    t.send(b"again");
+    t.abort();
+    run_until(&ev, Duration::from_secs(10), || {
+        log.borrow().last() == Some(&Ev::Lost(false))
+    });
+    let lost = log
+        .borrow()
+        .iter()
+        .filter(|e| matches!(e, Ev::Lost(_)))
+        .count();
+    assert_eq!(lost, 1);
+}
+
+#[test]
+fn closing_the_loop_tells_an_open_socket() {
+    let ev = EventLoop::new().unwrap();
+    let log = Log::default();
+    let _t = ev
+        .listen_udp("127.0.0.1:0".parse().unwrap(), udp(&log, false, None))
+        .unwrap();
+    drop(ev);
+    assert_eq!(*log.borrow(), [Ev::Made, Ev::Lost(true)]);
+}
