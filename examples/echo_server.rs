@@ -1,0 +1,44 @@
+//! A TCP echo server: every byte of every connection goes back until the peer
+//! closes. Prints the address it bound as its first line.
+//!
+//! Run: `cargo run --release --example echo_server -- 127.0.0.1:7000`
+//! (the address defaults to `127.0.0.1:0`, any free port).
+
+use deferloop::net::{Listener, Protocol, Transport};
+use deferloop::EventLoop;
+use std::io::Write;
+use std::net::SocketAddr;
+
+/// Echoes, and stops reading while the peer is not reading its echo (so a
+/// peer that only sends cannot grow our buffer without bound).
+pub struct Echo;
+
+impl Protocol for Echo {
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        t.write(data);
+    }
+    fn pause_writing(&mut self, t: &Transport) {
+        t.pause_reading();
+    }
+    fn resume_writing(&mut self, t: &Transport) {
+        t.resume_reading();
+    }
+}
+
+/// Listens on `addr` with an [`Echo`] per connection.
+pub fn start(ev: &EventLoop, addr: SocketAddr) -> Result<Listener, deferloop::Error> {
+    ev.listen_tcp(addr, || Echo)
+}
+
+#[allow(dead_code)]
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let addr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:0".into());
+    let ev = EventLoop::new()?;
+    let listener = start(&ev, addr.parse()?)?;
+    println!("{}", listener.local_addr());
+    std::io::stdout().flush()?;
+    ev.run()?;
+    Ok(())
+}
