@@ -1,0 +1,93 @@
+//! Fan-out, callback style: ask three backends, take the first success, give
+//! up after a timeout, report every failure. The twin of `fan_out_tokio.rs`.
+//!
+//! Run: `cargo run --example compare_fan_out_deferloop`
+
+use deferloop::deferred::Cancelled;
+use deferloop::net::{Protocol, Transport};
+use deferloop::{race, Deferred, EventLoop, Failure, Loop, Resolver};
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+#[path = "backends.rs"]
+mod backends;
+
+/// Sends the question, fires `answer` with the first line that comes back.
+struct AskOnce {
+    answer: Resolver<String>,
+    line: Vec<u8>,
+    conn: Rc<RefCell<Option<Transport>>>,
+}
+
+impl Protocol for AskOnce {
+    fn connection_made(&mut self, t: &Transport) {
+        *self.conn.borrow_mut() = Some(t.clone());
+        t.write(b"what colour?\n");
+    }
+
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        self.line.extend_from_slice(data);
+        if let Some(end) = self.line.iter().position(|&b| b == b'\n') {
+            let _ = self
+                .answer
+                .callback(String::from_utf8_lossy(&self.line[..end]).into());
+            t.close();
+        }
+    }
+
+    fn connection_lost(&mut self, _: &Transport, reason: Option<Failure>) {
+        // Without an answer this is a failure; after one (or after a cancel)
+        // the Deferred has fired and this second fire is refused, harmlessly.
+        let why = reason.unwrap_or_else(|| Failure::msg("closed without an answer"));
+        let _ = self.answer.errback(why);
+    }
+}
+
+/// One backend's answer. Cancelling it closes the connection.
+fn ask(lp: &Loop, addr: SocketAddr) -> Deferred<String> {
+    let conn = Rc::new(RefCell::new(None::<Transport>));
+    let to_abort = conn.clone();
+    let (answer, r) = Deferred::with_canceller(move |_| {
+        if let Some(t) = to_abort.borrow_mut().take() {
+            t.abort();
+        }
+    });
+    let proto = AskOnce {
+        answer: r,
+        line: Vec::new(),
+        conn,
+    };
+    lp.connect_tcp(addr, proto).add_callback(move |_| answer)
+}
+
+/// The first answer as `(backend index, answer)`; every failure is printed as
+/// it happens; losers are cancelled once there is a winner or the time is up.
+pub fn fan_out(lp: &Loop, backends: &[SocketAddr], timeout: Duration) -> Deferred<(usize, String)> {
+    let asks = backends
+        .iter()
+        .enumerate()
+        .map(|(i, &addr)| {
+            ask(lp, addr).add_errback(move |f| {
+                if !f.check::<Cancelled>() {
+                    println!("backend {i} failed: {f}");
+                }
+                Err(f)
+            })
+        })
+        .collect();
+    race(asks).add_timeout(timeout, lp)
+}
+
+#[allow(dead_code)]
+fn main() -> Result<(), deferloop::Error> {
+    let ev = EventLoop::new()?;
+    for (addrs, timeout) in backends::scenarios() {
+        match ev.run_until(fan_out(&ev, &addrs, timeout)) {
+            Ok((i, answer)) => println!("answer from backend {i}: {answer}"),
+            Err(f) => println!("no answer: {f}"),
+        }
+    }
+    Ok(())
+}
