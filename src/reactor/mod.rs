@@ -6,6 +6,7 @@
 //! never while user code runs, so a callback can call back into the loop freely.
 //! Tests: tests/loop_*.rs.
 
+mod callback;
 mod io;
 pub(crate) mod monitor;
 mod ready;
@@ -19,10 +20,11 @@ use crate::context::Context;
 use crate::deferred::failure::Failure;
 use crate::Error;
 use io::Registry;
-use ready::{Job, ReadyQueue, Task};
+use ready::{Callback, Job, ReadyQueue, Task};
 use remote::{RemoteJob, Shared};
 use std::cell::{Cell, RefCell};
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
@@ -185,7 +187,7 @@ impl Loop {
     pub fn call_soon(&self, f: impl FnOnce(&Loop) + 'static) -> Result<Handle, Error> {
         let seq = self
             .inner
-            .push_ready(Job::Call(Box::new(f)), Location::caller())?;
+            .push_ready(Job::Call(Callback::new(f)), Location::caller())?;
         Ok(Handle {
             lp: Rc::downgrade(&self.inner),
             id: HandleId::Ready(seq),
@@ -225,7 +227,7 @@ impl Loop {
         let inner = &self.inner;
         inner.check_open()?;
         let task = Task {
-            job: Job::Call(Box::new(f)),
+            job: Job::Call(Callback::new(f)),
             ctx: Context::capture(),
             loc: Location::caller(),
             timer: None,
@@ -572,7 +574,13 @@ impl Inner {
                 return;
             }
         };
-        self.run_contained(lp, loc, ctx, f);
+        let mut f = ManuallyDrop::new(f);
+        // SAFETY: `f` is a callback not yet called; `run_contained` calls
+        // this closure at most once (`FnOnce`) and `f` is never touched
+        // afterwards (at worst, if the closure were not called, it leaks).
+        self.run_contained(lp, loc, ctx, |lp| unsafe {
+            Callback::call_in_place(&mut f, lp)
+        });
     }
 
     #[inline]

@@ -8,13 +8,12 @@
 
 use super::io::IoKey;
 use super::timers::TimerId;
-use super::Loop;
 use crate::context::Context;
 use std::collections::VecDeque;
 use std::panic::Location;
 
-/// A scheduled callback.
-pub(crate) type Callback = Box<dyn FnOnce(&Loop)>;
+/// A scheduled callback: stored inline when small (reactor/callback.rs).
+pub(crate) type Callback = super::callback::LoopFn;
 
 pub(crate) enum Job {
     /// A user callback.
@@ -113,7 +112,7 @@ mod tests {
 
     fn task() -> Task {
         Task {
-            job: Job::Call(Box::new(|_| {})),
+            job: Job::Call(Callback::new(|_| {})),
             ctx: Context::default(),
             loc: Location::caller(),
             timer: None,

@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-pub(crate) type RemoteFn = Box<dyn FnOnce(&Loop) + Send>;
+/// A queued call: stored inline when small (reactor/callback.rs).
+pub(crate) type RemoteFn = super::callback::SendLoopFn;
 
 pub(crate) struct RemoteJob {
     pub(crate) f: RemoteFn,
@@ -203,7 +204,7 @@ impl Remote {
         f: impl FnOnce(&Loop) + Send + 'static,
     ) -> Result<(), Error> {
         self.shared.push(RemoteJob {
-            f: Box::new(f),
+            f: RemoteFn::new(f),
             loc: Location::caller(),
         })
     }
@@ -231,7 +232,7 @@ impl Remote {
         });
         let loop_slot = slot.clone();
         let job = RemoteJob {
-            f: Box::new(move |lp: &Loop| {
+            f: RemoteFn::new(move |lp: &Loop| {
                 let d = f(lp);
                 let _ = d.add_both(move |r: Result<T, Failure>| {
                     loop_slot.fill(

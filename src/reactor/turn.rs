@@ -88,7 +88,7 @@ impl Inner {
             self.shared.take_jobs(&mut spare);
             for job in spare.drain(..) {
                 ready.push(Task {
-                    job: Job::Call(job.f),
+                    job: Job::Call(job.f.into_local()),
                     ctx: Context::default(),
                     loc: job.loc,
                     timer: None,
