@@ -19,7 +19,9 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-type Entries = Rc<[(usize, Rc<dyn Any>)]>;
+/// Behind a thin pointer (`Rc<Vec>`, not `Rc<[_]>`): a context is copied into
+/// every queued task, so it is kept to one word.
+type Entries = Rc<Vec<(usize, Rc<dyn Any>)>>;
 
 /// A snapshot of every context variable's value; cheap to clone.
 #[derive(Clone, Default)]
@@ -62,7 +64,7 @@ impl Context {
             None => Vec::with_capacity(1),
         };
         entries.push((id, value));
-        Context(Some(entries.into()))
+        Context(Some(Rc::new(entries)))
     }
 
     fn without(&self, id: usize) -> Context {
@@ -73,7 +75,7 @@ impl Context {
                 Context(if rest.is_empty() {
                     None
                 } else {
-                    Some(rest.into())
+                    Some(Rc::new(rest))
                 })
             }
         }

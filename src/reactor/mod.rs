@@ -230,7 +230,6 @@ impl Loop {
             job: Job::Call(Callback::new(f)),
             ctx: Context::capture(),
             loc: Location::caller(),
-            timer: None,
         };
         let id = inner.timers.borrow_mut().insert(when, task);
         Ok(Handle {
@@ -552,7 +551,6 @@ impl Inner {
             job,
             ctx: Context::capture(),
             loc,
-            timer: None,
         };
         Ok(self.ready.borrow_mut().push(task))
     }

@@ -76,7 +76,6 @@ impl Inner {
                     job: Job::Io(key),
                     ctx: Context::default(),
                     loc,
-                    timer: None,
                 });
             }
         }
@@ -91,7 +90,6 @@ impl Inner {
                     job: Job::Call(job.f.into_local()),
                     ctx: Context::default(),
                     loc: job.loc,
-                    timer: None,
                 });
             }
         }
@@ -102,9 +100,8 @@ impl Inner {
     fn queue_due_timers(&self, now: Instant) {
         let mut timers = self.timers.borrow_mut();
         let mut ready = self.ready.borrow_mut();
-        while let Some((id, mut task)) = timers.pop_due_reserved(now, |_| ready.next_seq()) {
-            task.timer = Some(id);
-            ready.push(task);
+        while let Some((id, task)) = timers.pop_due_reserved(now, |_| ready.next_seq()) {
+            ready.push_timer(task, id);
         }
     }
 
@@ -115,10 +112,10 @@ impl Inner {
         }
         let n = self.ready.borrow().len();
         for _ in 0..n {
-            let Some(task) = self.ready.borrow_mut().pop() else {
+            let Some((task, timer)) = self.ready.borrow_mut().pop() else {
                 break;
             };
-            if let Some(id) = task.timer {
+            if let Some(id) = timer {
                 self.timers.borrow_mut().release(id);
             }
             self.run_task(lp, task);
