@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Behind a thin pointer (`Rc<Vec>`, not `Rc<[_]>`): a context is copied into
 /// every queued task, so it is kept to one word.
@@ -31,11 +31,29 @@ thread_local! {
     static CURRENT: RefCell<Context> = const { RefCell::new(Context(None)) };
 }
 
+/// Whether a variable was ever set, on any thread. Until then every thread's
+/// context is empty, so capturing and resetting it (once per callback
+/// scheduled and run) skip the thread-local. A thread that sets a variable
+/// stores `true` first, so its own later loads see it.
+static EVER_SET: AtomicBool = AtomicBool::new(false);
+
 impl Context {
     /// The context current on this thread.
     #[inline]
     pub(crate) fn capture() -> Context {
+        if !EVER_SET.load(Ordering::Relaxed) {
+            return Context(None);
+        }
         CURRENT.with(|c| c.borrow().clone())
+    }
+
+    /// Makes the empty context current, dropping any other: what a callback
+    /// that ran in the empty context leaves behind (it may have set a variable).
+    #[inline]
+    pub(crate) fn reset() {
+        if EVER_SET.load(Ordering::Relaxed) {
+            Context::default().enter();
+        }
     }
 
     /// Makes `self` current and returns the context it replaced.
@@ -147,6 +165,7 @@ impl<T: 'static> ContextVar<T> {
     /// Sets the value in the current context.
     pub fn set(&self, value: T) {
         let id = self.id();
+        EVER_SET.store(true, Ordering::Relaxed);
         CURRENT.with(|c| {
             let next = c.borrow().with_value(id, Rc::new(value));
             *c.borrow_mut() = next;

@@ -604,7 +604,7 @@ impl Inner {
             outer.enter();
         } else {
             // The callback may have set a variable: drop its context.
-            Context::default().enter();
+            Context::reset();
         }
         if instrumented {
             self.shared.monitor.set_current(None);
