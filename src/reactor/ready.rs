@@ -61,6 +61,21 @@ impl ReadyQueue {
         self.head + self.q.len() as u64
     }
 
+    /// Makes room for one more task, so that a `push` right after it does not
+    /// call out (see `Inner::push_ready`).
+    #[inline]
+    pub(crate) fn reserve_one(&mut self) {
+        if self.q.len() == self.q.capacity() {
+            self.grow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        self.q.reserve(1);
+    }
+
     #[inline]
     pub(crate) fn push(&mut self, task: Task) -> u64 {
         let seq = self.next_seq();
