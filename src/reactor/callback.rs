@@ -15,8 +15,10 @@ use super::Loop;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 
-const WORDS: usize = 3;
-type Buf = MaybeUninit<[usize; WORDS]>;
+/// One word of a stored closure; uninitialised past the closure's end (and
+/// in its padding), and carrying the provenance of any pointer in it.
+type Word = MaybeUninit<usize>;
+type Buf = [Word; 3];
 
 /// Whether a `G` can live in a `Buf`.
 const fn fits<G>() -> bool {
@@ -25,8 +27,10 @@ const fn fits<G>() -> bool {
 
 /// What to do with the closure of one type stored in a `Buf`.
 struct VTable {
-    /// Moves the closure out of the buffer and calls it.
-    call: unsafe fn(*mut Buf, &Loop),
+    /// Rebuilds the closure from its words and calls it. The words come by
+    /// value, in registers: a callback taken out of the queue then need not
+    /// be copied to memory (and its address taken) before it is called.
+    call: unsafe fn(Word, Word, Word, &Loop),
     /// Drops the closure in place.
     drop: unsafe fn(*mut Buf),
 }
@@ -43,12 +47,17 @@ impl<G: FnOnce(&Loop) + 'static> HasVTable for G {
 }
 
 /// # Safety
-/// `p` must hold a valid `G` that is neither used nor dropped afterwards.
-unsafe fn call_as<G: FnOnce(&Loop)>(p: *mut Buf, lp: &Loop) {
-    // SAFETY: the caller guarantees `p` holds a valid `G` that nobody reads
-    // again, so moving it out here moves it exactly once. If `g` panics, it is
-    // dropped by this frame's unwinding, not by the (forgotten) buffer.
-    let g = unsafe { p.cast::<G>().read() };
+/// The words must be those of a `Buf` holding a valid `G` (written by
+/// `LoopFn::inline`), and that `G` must be neither used nor dropped
+/// afterwards.
+unsafe fn call_as<G: FnOnce(&Loop)>(w0: Word, w1: Word, w2: Word, lp: &Loop) {
+    let buf: Buf = [w0, w1, w2];
+    // SAFETY: `buf` has the bytes (and pointer provenance) of the `Buf` a
+    // `G` was written to, and the same size and alignment, which `inline`
+    // checked fit a `G`. The caller guarantees no other copy of that `G` is
+    // used or dropped, so moving it out here moves it exactly once. If `g`
+    // panics, it is dropped by this frame's unwinding.
+    let g = unsafe { buf.as_ptr().cast::<G>().read() };
     g(lp);
 }
 
@@ -82,7 +91,7 @@ impl LoopFn {
     #[inline]
     fn inline<G: FnOnce(&Loop) + 'static>(g: G) -> LoopFn {
         assert!(fits::<G>(), "LoopFn::inline of a closure that does not fit");
-        let mut buf = Buf::uninit();
+        let mut buf: Buf = [Word::uninit(); 3];
         // SAFETY: `buf` is large enough for a `G` and aligned for `usize`,
         // hence for `G` (asserted just above, at compile time in practice);
         // it is uninitialised, so writing leaks nothing. `vtable` records that
@@ -95,19 +104,16 @@ impl LoopFn {
         }
     }
 
-    /// Runs the callback where it lies: a closure given to `catch_unwind`
-    /// can then capture a pointer to it instead of a copy of it.
-    ///
-    /// # Safety
-    /// `this` must hold a callback that was not called yet, and must not be
-    /// called, used or dropped afterwards: the closure is moved out.
+    /// Runs the callback, consuming it.
     #[inline]
-    pub(crate) unsafe fn call_in_place(this: &mut ManuallyDrop<LoopFn>, lp: &Loop) {
-        // SAFETY: `buf` holds a valid closure of the type `vtable` was made
-        // for (written by `inline`), not yet moved out (the caller's
-        // guarantee); `this` is never dropped (ManuallyDrop) nor called again,
-        // so the closure is moved out exactly once.
-        unsafe { (this.vtable.call)(&mut this.buf, lp) }
+    pub(crate) fn call(self, lp: &Loop) {
+        let this = ManuallyDrop::new(self);
+        let [w0, w1, w2] = this.buf;
+        // SAFETY: the words are those of `buf`, which holds a valid closure of
+        // the type `vtable` was made for (written by `inline`); `this` is
+        // forgotten (ManuallyDrop) and consumed, so that closure is neither
+        // used nor dropped again: `call` moves it out exactly once.
+        unsafe { (this.vtable.call)(w0, w1, w2, lp) }
     }
 }
 
@@ -115,8 +121,7 @@ impl Drop for LoopFn {
     fn drop(&mut self) {
         // SAFETY: `buf` holds a valid closure of the type `vtable` describes
         // (written by `inline`); one that was called is never dropped here
-        // (`call_in_place` requires it be forgotten), so this drops it
-        // exactly once.
+        // (`call` forgets it), so this drops it exactly once.
         unsafe { (self.vtable.drop)(&mut self.buf) }
     }
 }
@@ -291,14 +296,6 @@ mod tests {
     }
 
     impl LoopFn {
-        /// Runs the callback, consuming it (as `run_task` does, in place).
-        fn call(self, lp: &Loop) {
-            let mut this = ManuallyDrop::new(self);
-            // SAFETY: `this` holds a callback not called yet, and is
-            // forgotten (ManuallyDrop): never used or dropped again.
-            unsafe { LoopFn::call_in_place(&mut this, lp) }
-        }
-
         fn is_inline_for<F>() -> bool {
             fits::<F>()
         }

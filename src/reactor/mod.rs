@@ -24,7 +24,6 @@ use ready::{Callback, Job, ReadyQueue, Task};
 use remote::{RemoteJob, Shared};
 use std::cell::{Cell, RefCell};
 use std::fmt;
-use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
@@ -579,13 +578,7 @@ impl Inner {
                 return;
             }
         };
-        let mut f = ManuallyDrop::new(f);
-        // SAFETY: `f` is a callback not yet called; `run_contained` calls
-        // this closure at most once (`FnOnce`) and `f` is never touched
-        // afterwards (at worst, if the closure were not called, it leaks).
-        self.run_contained(lp, loc, ctx, |lp| unsafe {
-            Callback::call_in_place(&mut f, lp)
-        });
+        self.run_contained(lp, loc, ctx, |lp| f.call(lp));
     }
 
     #[inline]
