@@ -2,13 +2,17 @@
 //! and `SendLoopFn` (the same, made only from `Send` closures, for the remote
 //! queue).
 //!
-//! A closure of at most three words whose alignment is at most a word's is
+//! A closure of at most two words whose alignment is at most a word's is
 //! stored in place; a larger or over-aligned one is boxed, and the box (one
 //! word) is stored in place instead. So `call_soon` of a closure capturing an
-//! `Rc` or two allocates nothing beyond its slot in the ready queue: boxing
-//! every closure cost a malloc and a free per callback, about half of
-//! `call_soon` + run by instruction count. The pattern is the Deferred's
-//! `Value` (deferred/node.rs), with a call entry added to the table.
+//! `Rc` or two (or an `Rc` and a number, or a `Box<dyn _>`) allocates nothing
+//! beyond its slot in the ready queue: boxing every closure cost a malloc and
+//! a free per callback, about half of `call_soon` + run by instruction count.
+//! Why two words and not the Deferred's three: each word is paid by every
+//! queued task (written and read back once per callback; a task is 48 bytes,
+//! it would be 56), while the closures this crate schedules itself (timers of
+//! `defer_later` and `add_timeout`) capture one or two. The pattern is the
+//! Deferred's `Value` (deferred/node.rs), with a call entry in the table.
 //! Tests: below (drops, panics, fallbacks), tests/loop_*.rs (behaviour).
 
 use super::Loop;
@@ -18,7 +22,7 @@ use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 /// One word of a stored closure; uninitialised past the closure's end (and
 /// in its padding), and carrying the provenance of any pointer in it.
 type Word = MaybeUninit<usize>;
-type Buf = [Word; 3];
+type Buf = [Word; 2];
 
 /// Whether a `G` can live in a `Buf`.
 const fn fits<G>() -> bool {
@@ -30,7 +34,7 @@ struct VTable {
     /// Rebuilds the closure from its words and calls it. The words come by
     /// value, in registers: a callback taken out of the queue then need not
     /// be copied to memory (and its address taken) before it is called.
-    call: unsafe fn(Word, Word, Word, &Loop),
+    call: unsafe fn(Word, Word, &Loop),
     /// Drops the closure in place.
     drop: unsafe fn(*mut Buf),
 }
@@ -50,8 +54,8 @@ impl<G: FnOnce(&Loop) + 'static> HasVTable for G {
 /// The words must be those of a `Buf` holding a valid `G` (written by
 /// `LoopFn::inline`), and that `G` must be neither used nor dropped
 /// afterwards.
-unsafe fn call_as<G: FnOnce(&Loop)>(w0: Word, w1: Word, w2: Word, lp: &Loop) {
-    let buf: Buf = [w0, w1, w2];
+unsafe fn call_as<G: FnOnce(&Loop)>(w0: Word, w1: Word, lp: &Loop) {
+    let buf: Buf = [w0, w1];
     // SAFETY: `buf` has the bytes (and pointer provenance) of the `Buf` a
     // `G` was written to, and the same size and alignment, which `inline`
     // checked fit a `G`. The caller guarantees no other copy of that `G` is
@@ -91,7 +95,7 @@ impl LoopFn {
     #[inline]
     fn inline<G: FnOnce(&Loop) + 'static>(g: G) -> LoopFn {
         assert!(fits::<G>(), "LoopFn::inline of a closure that does not fit");
-        let mut buf: Buf = [Word::uninit(); 3];
+        let mut buf: Buf = [Word::uninit(); 2];
         // SAFETY: `buf` is large enough for a `G` and aligned for `usize`,
         // hence for `G` (asserted just above, at compile time in practice);
         // it is uninitialised, so writing leaks nothing. `vtable` records that
@@ -108,12 +112,12 @@ impl LoopFn {
     #[inline]
     pub(crate) fn call(self, lp: &Loop) {
         let this = ManuallyDrop::new(self);
-        let [w0, w1, w2] = this.buf;
+        let [w0, w1] = this.buf;
         // SAFETY: the words are those of `buf`, which holds a valid closure of
         // the type `vtable` was made for (written by `inline`); `this` is
         // forgotten (ManuallyDrop) and consumed, so that closure is neither
         // used nor dropped again: `call` moves it out exactly once.
-        unsafe { (this.vtable.call)(w0, w1, w2, lp) }
+        unsafe { (this.vtable.call)(w0, w1, lp) }
     }
 }
 
@@ -178,20 +182,20 @@ mod tests {
         let rc = Rc::new(1);
         let small = move |_: &Loop| drop(rc);
         assert!(LoopFn::is_inline_for_val(&small));
-        let three = [1usize; 3];
+        let two = [1usize; 2];
         assert!(LoopFn::is_inline_for_val(&move |_: &Loop| {
-            std::hint::black_box(three)
+            std::hint::black_box(two)
         }));
-        let four = [1usize; 4];
+        let three = [1usize; 3];
         assert!(!LoopFn::is_inline_for_val(&move |_: &Loop| {
-            std::hint::black_box(four)
+            std::hint::black_box(three)
         }));
         let aligned = OverAligned(1);
         assert!(!LoopFn::is_inline_for_val(&move |_: &Loop| {
             std::hint::black_box(aligned)
         }));
         assert!(LoopFn::is_inline_for::<Box<OverAligned>>());
-        assert_eq!(size_of::<LoopFn>(), 4 * size_of::<usize>());
+        assert_eq!(size_of::<LoopFn>(), 3 * size_of::<usize>());
         assert_eq!(size_of::<Option<LoopFn>>(), size_of::<LoopFn>());
     }
 
