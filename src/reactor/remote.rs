@@ -30,6 +30,9 @@ pub(crate) struct RemoteJob {
 
 pub(crate) struct Queue {
     pub(crate) jobs: Vec<RemoteJob>,
+    /// Calls ever queued: counted here, under the lock each call takes
+    /// anyway, rather than with an atomic add of its own.
+    calls: u64,
     pub(crate) closed: bool,
     pub(crate) running: bool,
     /// Blocking calls waiting for a result, told when the loop stops or closes.
@@ -67,7 +70,6 @@ pub(crate) struct Shared {
     queue: Mutex<Queue>,
     wake_pending: AtomicBool,
     waker: mio::Waker,
-    calls: AtomicU64,
     wakes: AtomicU64,
     pub(crate) monitor: MonitorState,
 }
@@ -77,13 +79,13 @@ impl Shared {
         Shared {
             queue: Mutex::new(Queue {
                 jobs: Vec::new(),
+                calls: 0,
                 closed: false,
                 running: false,
                 waiters: Vec::new(),
             }),
             wake_pending: AtomicBool::new(false),
             waker,
-            calls: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
             monitor: MonitorState::default(),
         }
@@ -102,8 +104,8 @@ impl Shared {
                 return Err(Error::Closed);
             }
             q.jobs.push(job);
+            q.calls += 1;
         }
-        self.calls.fetch_add(1, Ordering::Relaxed);
         self.wake();
         Ok(())
     }
@@ -255,8 +257,8 @@ impl Remote {
             q.waiters.retain(|w| w.strong_count() > 0);
             q.waiters.push(weak);
             q.jobs.push(job);
+            q.calls += 1;
         }
-        self.shared.calls.fetch_add(1, Ordering::Relaxed);
         self.shared.wake();
         let deadline = Instant::now() + timeout;
         let mut v = slot.value.lock().unwrap_or_else(|e| e.into_inner());
@@ -292,10 +294,8 @@ impl Remote {
 
     /// How many calls were queued, and how many wake-up system calls they cost.
     pub fn wake_stats(&self) -> (u64, u64) {
-        (
-            self.shared.calls.load(Ordering::Relaxed),
-            self.shared.wakes.load(Ordering::Relaxed),
-        )
+        let calls = self.shared.lock().calls;
+        (calls, self.shared.wakes.load(Ordering::Relaxed))
     }
 }
 
