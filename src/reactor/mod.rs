@@ -704,19 +704,15 @@ impl Handle {
         let Some(inner) = self.lp.upgrade() else {
             return false;
         };
-        let dropped: Option<Box<dyn std::any::Any>> = match self.id {
-            HandleId::Ready(seq) => {
-                let job = inner.ready.borrow_mut().cancel(seq);
-                job.map(|j| Box::new(j) as Box<dyn std::any::Any>)
-            }
+        // What was cancelled is dropped here, outside every borrow (dropping
+        // a closure may run arbitrary code).
+        let dropped: Option<Job> = match self.id {
+            HandleId::Ready(seq) => inner.ready.borrow_mut().cancel(seq),
             HandleId::Timer(id, _) => {
                 let c = inner.timers.borrow_mut().cancel(id);
                 match c {
-                    timers::Cancelled::Pending(task) => Some(Box::new(task)),
-                    timers::Cancelled::Ready(seq) => {
-                        let job = inner.ready.borrow_mut().cancel(seq);
-                        job.map(|j| Box::new(j) as Box<dyn std::any::Any>)
-                    }
+                    timers::Cancelled::Pending(task) => Some(task.job),
+                    timers::Cancelled::Ready(seq) => inner.ready.borrow_mut().cancel(seq),
                     timers::Cancelled::Gone => None,
                 }
             }
