@@ -90,20 +90,26 @@ impl ReadyQueue {
         seq
     }
 
-    /// The next task, and its timer id if it is a due timer.
+    /// The next task; then [`popped_timer`](Self::popped_timer) says whether
+    /// it was a due timer.
     #[inline]
-    pub(crate) fn pop(&mut self) -> Option<(Task, Option<TimerId>)> {
+    pub(crate) fn pop(&mut self) -> Option<Task> {
         let t = self.q.pop_front()?;
-        let seq = self.head;
         self.head += 1;
-        let timer = match self.timers.front() {
-            Some(&(s, id)) if s == seq => {
+        Some(t)
+    }
+
+    /// The timer id of the task [`pop`](Self::pop) just returned, if it is a
+    /// due timer.
+    #[inline]
+    pub(crate) fn popped_timer(&mut self) -> Option<TimerId> {
+        match self.timers.front() {
+            Some(&(s, id)) if s + 1 == self.head => {
                 self.timers.pop_front();
                 Some(id)
             }
             _ => None,
-        };
-        Some((t, timer))
+        }
     }
 
     fn get_mut(&mut self, seq: u64) -> Option<&mut Task> {
@@ -190,16 +196,13 @@ mod tests {
             q.cancel(s1).is_some(),
             "a due timer's task cancels like any other"
         );
-        let ids: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, id)| id).collect();
+        let ids: Vec<_> = std::iter::from_fn(|| q.pop().map(|_| q.popped_timer())).collect();
         assert_eq!(ids, [None, Some(t1), None, Some(t2)]);
         q.push_timer(task(), t1);
         assert_eq!(q.drain().len(), 1);
         q.push(task());
-        assert_eq!(
-            q.pop().map(|(_, id)| id),
-            Some(None),
-            "drain forgot the timer"
-        );
+        assert!(q.pop().is_some());
+        assert_eq!(q.popped_timer(), None, "drain forgot the timer");
     }
 
     #[test]

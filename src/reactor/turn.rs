@@ -112,9 +112,12 @@ impl Inner {
         }
         let n = self.ready.borrow().len();
         for _ in 0..n {
-            let Some((task, timer)) = self.ready.borrow_mut().pop() else {
+            let mut ready = self.ready.borrow_mut();
+            let Some(task) = ready.pop() else {
                 break;
             };
+            let timer = ready.popped_timer();
+            drop(ready);
             if let Some(id) = timer {
                 self.timers.borrow_mut().release(id);
             }
