@@ -4,7 +4,13 @@
 //! handle finds its task in O(1) (`seq - head`) and cancelling it drops the
 //! callback at once, leaving a tombstone that step 6 skips. Step 6 runs a
 //! *snapshot*: only the tasks present when it began (see `Inner::run_ready`).
-//! Not here: running tasks (reactor/mod.rs). Tests: below, tests/loop_order.rs.
+//!
+//! A task is six words: the job (an 8-byte tag and a [`Callback`] stored
+//! inline, see reactor/callback.rs), the context and the scheduling location.
+//! Every callback is written here once and read back once, so the rarely
+//! used parts live beside the queue: the ids of due timers, by sequence
+//! number. Not here: running tasks (reactor/mod.rs). Tests: below,
+//! tests/loop_order.rs, tests/loop_callbacks.rs.
 
 use super::io::IoKey;
 use super::timers::TimerId;

@@ -1,13 +1,15 @@
 //! The remote queue: the only way into the loop from other threads. Owns
 //! `Remote` and `Shared`, the part of the loop's state that is `Send + Sync`.
 //!
-//! `call_soon_threadsafe` pushes a `Send` closure on a mutex-protected `Vec` and
-//! wakes the loop through a `mio::Waker` — but only if no wake is pending
-//! already: an atomic flag coalesces every call made while a wake is in flight
-//! into that one `eventfd` write, where asyncio pays one socket write per call.
-//! The loop clears the flag *before* taking the queue, so a call that lands after
-//! the take always wakes it again. The queue is swapped with a spare `Vec`, so
-//! draining allocates nothing. Tests: tests/loop_threadsafe.rs.
+//! `call_soon_threadsafe` pushes a `Send` closure (stored inline when small,
+//! reactor/callback.rs) on a mutex-protected `Vec` and wakes the loop through a
+//! `mio::Waker` — but only if no wake is pending already: an atomic flag
+//! coalesces every call made while a wake is in flight into that one `eventfd`
+//! write, where asyncio pays one socket write per call. The loop clears the flag
+//! *before* taking the queue, so a call that lands after the take always wakes
+//! it again. The queue is swapped with a spare `Vec`, so draining allocates
+//! nothing. A call costs one lock (its count is kept under it) and a load of the
+//! flag: no other atomic. Tests: tests/loop_threadsafe.rs, tests/loop_callbacks.rs.
 
 use super::monitor::MonitorState;
 use super::Loop;
