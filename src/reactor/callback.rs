@@ -9,8 +9,8 @@
 //! beyond its slot in the ready queue: boxing every closure cost a malloc and
 //! a free per callback, about half of `call_soon` + run by instruction count.
 //! Why two words and not the Deferred's three: each word is paid by every
-//! queued task (written and read back once per callback; a task is 48 bytes,
-//! it would be 56), while the closures this crate schedules itself (timers of
+//! queued task (written and read back once per callback; a task is 40 bytes,
+//! it would be 48), while the closures this crate schedules itself (timers of
 //! `defer_later` and `add_timeout`) capture one or two. The pattern is the
 //! Deferred's `Value` (deferred/node.rs), with a call entry in the table.
 //! Tests: below (drops, panics, fallbacks), tests/loop_*.rs (behaviour).
@@ -127,6 +127,30 @@ impl Drop for LoopFn {
         // (written by `inline`); one that was called is never dropped here
         // (`call` forgets it), so this drops it exactly once.
         unsafe { (self.vtable.drop)(&mut self.buf) }
+    }
+}
+
+/// The table of a cancelled callback (a tombstone): nothing to call or drop.
+/// A `static`, so that its address is unique.
+static CANCELLED: VTable = VTable {
+    call: |_, _, _| {},
+    drop: |_| {},
+};
+
+impl LoopFn {
+    /// A callback that does nothing: what a cancelled one is replaced with.
+    pub(crate) fn cancelled() -> LoopFn {
+        LoopFn {
+            buf: [Word::uninit(); 2],
+            vtable: &CANCELLED,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Whether this is [`LoopFn::cancelled`].
+    #[inline]
+    pub(crate) fn is_cancelled(&self) -> bool {
+        std::ptr::eq(self.vtable, &CANCELLED)
     }
 }
 
@@ -252,6 +276,20 @@ mod tests {
         assert_eq!(drops.get(), 3);
         drop(LoopFn::new(|_: &Loop| {})); // zero-sized, nothing to drop
         assert!(!ran.get());
+    }
+
+    #[test]
+    fn the_cancelled_tombstone_is_recognised_and_does_nothing() {
+        let ev = lp();
+        assert!(LoopFn::cancelled().is_cancelled());
+        assert!(!LoopFn::new(|_: &Loop| {}).is_cancelled());
+        let big = [0u64; 8];
+        assert!(!LoopFn::new(move |_: &Loop| {
+            std::hint::black_box(big);
+        })
+        .is_cancelled());
+        LoopFn::cancelled().call(&ev);
+        drop(LoopFn::cancelled());
     }
 
     #[test]

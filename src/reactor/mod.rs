@@ -571,8 +571,8 @@ impl Inner {
     fn run_task(&self, lp: &Loop, task: Task) {
         let Task { job, ctx, loc, .. } = task;
         let f = match job {
+            Job::Call(f) if f.is_cancelled() => return,
             Job::Call(f) => f,
-            Job::Cancelled => return,
             Job::Io(key) => {
                 self.run_contained(lp, loc, ctx, |lp| io_dispatch(lp, key));
                 return;

@@ -5,11 +5,11 @@
 //! callback at once, leaving a tombstone that step 6 skips. Step 6 runs a
 //! *snapshot*: only the tasks present when it began (see `Inner::run_ready`).
 //!
-//! A task is six words: the job (an 8-byte tag and a [`Callback`] stored
-//! inline, see reactor/callback.rs), the context and the scheduling location.
-//! Every callback is written here once and read back once, so the rarely
-//! used parts live beside the queue: the ids of due timers, by sequence
-//! number. Not here: running tasks (reactor/mod.rs). Tests: below,
+//! A task is five words: the job (a [`Callback`] stored inline, see
+//! reactor/callback.rs, whose niche also holds the other kinds of job), the
+//! context and the scheduling location. Every callback is written here once
+//! and read back once, so the rarely used parts live beside the queue: the
+//! ids of due timers, by sequence number. Not here: running tasks (reactor/mod.rs). Tests: below,
 //! tests/loop_order.rs, tests/loop_callbacks.rs.
 
 use super::io::IoKey;
@@ -21,18 +21,27 @@ use std::panic::Location;
 /// A scheduled callback: stored inline when small (reactor/callback.rs).
 pub(crate) type Callback = super::callback::LoopFn;
 
-/// `repr(u64)`: with an 8-byte tag every payload starts on a word, so moving
-/// a task copies whole words. With the default 4-byte tag the compiler's
-/// copies straddled fields and stalled store-to-load forwarding (run side of
-/// `call_soon` + run, cache-resident: ~28 -> ~15 ns per callback).
-#[repr(u64)]
+/// What a task does. No tag of its own: `Io` lives in the callback's niche (a
+/// null table pointer), so a job is three words. A cancelled task's job is
+/// [`Job::cancelled`], a callback with a table of its own, which step 6 skips.
 pub(crate) enum Job {
-    /// A user callback.
+    /// A user callback, or a cancelled one (a tombstone).
     Call(Callback),
     /// An I/O source is ready: dispatch it (reactor/io.rs).
     Io(IoKey),
-    /// Cancelled: skip.
-    Cancelled,
+}
+
+impl Job {
+    /// The tombstone a cancelled task's job becomes.
+    pub(crate) fn cancelled() -> Job {
+        Job::Call(Callback::cancelled())
+    }
+
+    /// Whether this is a tombstone left by a cancel.
+    #[inline]
+    pub(crate) fn is_cancelled(&self) -> bool {
+        matches!(self, Job::Call(f) if f.is_cancelled())
+    }
 }
 
 /// One entry of the ready queue: the job plus what was current when it was scheduled.
@@ -48,8 +57,8 @@ pub(crate) struct ReadyQueue {
     /// Sequence number of `q[0]`.
     head: u64,
     /// The due timers in `q`, by sequence number, in queue order: each one's
-    /// slot is freed when it is popped. Kept apart so that a task is 48 bytes,
-    /// not 64: every callback is written to and read back from the queue.
+    /// slot is freed when it is popped. Kept apart so that a task is 40 bytes,
+    /// not 56: every callback is written to and read back from the queue.
     timers: VecDeque<(u64, TimerId)>,
 }
 
@@ -128,17 +137,17 @@ impl ReadyQueue {
         let Some(idx) = seq.checked_sub(self.head) else {
             return false;
         };
-        matches!(self.q.get(idx as usize), Some(t) if !matches!(t.job, Job::Cancelled))
+        matches!(self.q.get(idx as usize), Some(t) if !t.job.is_cancelled())
     }
 
     /// Cancels task `seq` if it is queued; returns its job for the caller to
     /// drop outside any borrow (dropping a closure may run arbitrary code).
     pub(crate) fn cancel(&mut self, seq: u64) -> Option<Job> {
         let t = self.get_mut(seq)?;
-        match std::mem::replace(&mut t.job, Job::Cancelled) {
-            Job::Cancelled => None,
-            job => Some(job),
+        if t.job.is_cancelled() {
+            return None;
         }
+        Some(std::mem::replace(&mut t.job, Job::cancelled()))
     }
 
     /// Takes every task out (for `close()`); sequence numbers stay consumed.
@@ -154,7 +163,7 @@ impl ReadyQueue {
     pub(crate) fn locations(&self) -> impl Iterator<Item = &'static Location<'static>> + '_ {
         self.q
             .iter()
-            .filter(|t| !matches!(t.job, Job::Cancelled))
+            .filter(|t| !t.job.is_cancelled())
             .map(|t| t.loc)
     }
 }
@@ -212,9 +221,9 @@ mod tests {
     }
 
     #[test]
-    fn a_task_is_at_most_six_words() {
+    fn a_task_is_at_most_five_words() {
         // Every queued callback costs this much memory traffic; see `Task`.
-        assert!(std::mem::size_of::<Task>() <= 6 * std::mem::size_of::<usize>());
+        assert!(std::mem::size_of::<Task>() <= 5 * std::mem::size_of::<usize>());
     }
 
     #[test]
