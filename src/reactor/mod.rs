@@ -225,12 +225,13 @@ impl Loop {
     pub fn call_at(&self, when: Instant, f: impl FnOnce(&Loop) + 'static) -> Result<Handle, Error> {
         let inner = &self.inner;
         inner.check_open()?;
-        let task = Task {
+        let (ctx, loc) = (Context::capture(), Location::caller());
+        // The job is made last, as in `push_ready`.
+        let id = inner.timers.borrow_mut().insert_with(when, || Task {
             job: Job::Call(Callback::new(f)),
-            ctx: Context::capture(),
-            loc: Location::caller(),
-        };
-        let id = inner.timers.borrow_mut().insert(when, task);
+            ctx,
+            loc,
+        });
         Ok(Handle {
             lp: Rc::downgrade(inner),
             id: HandleId::Timer(id, when),
