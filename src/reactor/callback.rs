@@ -279,6 +279,16 @@ mod tests {
     }
 
     #[test]
+    fn send_and_sync_are_what_they_were() {
+        fn send<T: Send>() {}
+        fn send_sync<T: Send + Sync>() {}
+        send::<SendLoopFn>();
+        send_sync::<crate::Remote>();
+        // LoopFn, and so the loop, stay !Send, and Remote takes only Send
+        // closures: the `compile_fail` doctests in remote.rs check both.
+    }
+
+    #[test]
     fn the_cancelled_tombstone_is_recognised_and_does_nothing() {
         let ev = lp();
         assert!(LoopFn::cancelled().is_cancelled());

@@ -174,7 +174,12 @@ impl Shared {
 ///
 /// It can only queue `Send` closures, which run on the loop thread with the
 /// loop passed in; everything else about the loop is `!Send`, so calling the
-/// single-threaded API from another thread does not compile.
+/// single-threaded API from another thread does not compile:
+/// ```compile_fail
+/// let ev = deferloop::EventLoop::new().unwrap();
+/// let lp = ev.handle();
+/// std::thread::spawn(move || lp.stop()); // `Loop` is not `Send`
+/// ```
 ///
 /// # Examples
 /// ```
@@ -198,7 +203,18 @@ impl Remote {
     /// Queues `f` to run on the loop thread in a later turn, and wakes the loop.
     ///
     /// Calls from one thread run in the order they were made. A burst of calls
-    /// costs one wake-up system call, not one per call.
+    /// costs one wake-up system call, not one per call. A closure capturing up
+    /// to two words is queued without allocating.
+    ///
+    /// `f` must be `Send`: it is made on one thread and run on the loop's.
+    /// ```compile_fail
+    /// use deferloop::EventLoop;
+    /// use std::rc::Rc;
+    ///
+    /// let ev = EventLoop::new().unwrap();
+    /// let not_send = Rc::new(1);
+    /// ev.remote().call_soon_threadsafe(move |_| drop(not_send)).unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`Error::Closed`] if the loop is closed or dropped; `f` is dropped.
