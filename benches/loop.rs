@@ -94,6 +94,56 @@ fn main() {
         ],
     );
 
+    // (b2) set n timers, then cancel them all: the heap holds n timers, so this
+    // measures its sift and slot costs, which (b) (at most one timer) does not.
+    // Both sides keep their n handles in a Vec reused across samples. A tokio
+    // sleep is !Unpin: the Vec is reserved for all n up front, so it never
+    // reallocates and each sleep is polled where it stays (no Box per sleep,
+    // which would add an allocation to tokio's side).
+    let mut handles = Vec::new();
+    let mut sleeps = Vec::new();
+    compare(
+        "set N timers, then cancel them all (deferloop) vs N sleeps registered, then dropped (tokio)",
+        1_000_000,
+        &mut [
+            Contender {
+                name: "deferloop call_later*N, cancel*N",
+                run: Box::new(|n| {
+                    handles.reserve(n as usize);
+                    for i in 0..n {
+                        let h = ev
+                            .call_later(Duration::from_secs(60 + i % 100), |_| {})
+                            .unwrap();
+                        handles.push(h);
+                    }
+                    for h in handles.drain(..) {
+                        h.cancel();
+                    }
+                }),
+            },
+            Contender {
+                name: "tokio sleep*N, drop*N",
+                run: Box::new(|n| {
+                    sleeps.reserve(n as usize);
+                    rt.block_on(async {
+                        for i in 0..n {
+                            sleeps.push(tokio::time::sleep(Duration::from_secs(60 + i % 100)));
+                            let s = sleeps.last_mut().unwrap();
+                            // SAFETY: `sleeps` was reserved for n entries and
+                            // gets at most n before `clear`, so it never
+                            // reallocates: this sleep is not moved again until
+                            // `clear` drops it in place.
+                            let s = unsafe { std::pin::Pin::new_unchecked(s) };
+                            // Poll once so the timer is registered.
+                            let _ = futures_poll_once(s).await;
+                        }
+                        sleeps.clear();
+                    });
+                }),
+            },
+        ],
+    );
+
     // (c) threadsafe calls from another thread, versus a tokio unbounded mpsc.
     let m = compare(
         "threadsafe call (deferloop Remote) vs unbounded mpsc send+recv (tokio)",

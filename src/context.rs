@@ -17,9 +17,11 @@ use std::cell::RefCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-type Entries = Rc<[(usize, Rc<dyn Any>)]>;
+/// Behind a thin pointer (`Rc<Vec>`, not `Rc<[_]>`): a context is copied into
+/// every queued task, so it is kept to one word.
+type Entries = Rc<Vec<(usize, Rc<dyn Any>)>>;
 
 /// A snapshot of every context variable's value; cheap to clone.
 #[derive(Clone, Default)]
@@ -29,11 +31,29 @@ thread_local! {
     static CURRENT: RefCell<Context> = const { RefCell::new(Context(None)) };
 }
 
+/// Whether a variable was ever set, on any thread. Until then every thread's
+/// context is empty, so capturing and resetting it (once per callback
+/// scheduled and run) skip the thread-local. A thread that sets a variable
+/// stores `true` first, so its own later loads see it.
+static EVER_SET: AtomicBool = AtomicBool::new(false);
+
 impl Context {
     /// The context current on this thread.
     #[inline]
     pub(crate) fn capture() -> Context {
+        if !EVER_SET.load(Ordering::Relaxed) {
+            return Context(None);
+        }
         CURRENT.with(|c| c.borrow().clone())
+    }
+
+    /// Makes the empty context current, dropping any other: what a callback
+    /// that ran in the empty context leaves behind (it may have set a variable).
+    #[inline]
+    pub(crate) fn reset() {
+        if EVER_SET.load(Ordering::Relaxed) {
+            Context::default().enter();
+        }
     }
 
     /// Makes `self` current and returns the context it replaced.
@@ -62,7 +82,7 @@ impl Context {
             None => Vec::with_capacity(1),
         };
         entries.push((id, value));
-        Context(Some(entries.into()))
+        Context(Some(Rc::new(entries)))
     }
 
     fn without(&self, id: usize) -> Context {
@@ -73,7 +93,7 @@ impl Context {
                 Context(if rest.is_empty() {
                     None
                 } else {
-                    Some(rest.into())
+                    Some(Rc::new(rest))
                 })
             }
         }
@@ -145,6 +165,7 @@ impl<T: 'static> ContextVar<T> {
     /// Sets the value in the current context.
     pub fn set(&self, value: T) {
         let id = self.id();
+        EVER_SET.store(true, Ordering::Relaxed);
         CURRENT.with(|c| {
             let next = c.borrow().with_value(id, Rc::new(value));
             *c.borrow_mut() = next;

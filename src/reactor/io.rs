@@ -352,7 +352,6 @@ impl Loop {
             job: Job::Io(key),
             ctx: Context::default(),
             loc: src.registered_at,
-            timer: None,
         });
     }
 

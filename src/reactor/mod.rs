@@ -6,6 +6,7 @@
 //! never while user code runs, so a callback can call back into the loop freely.
 //! Tests: tests/loop_*.rs.
 
+mod callback;
 pub(crate) mod io;
 pub(crate) mod monitor;
 mod ready;
@@ -19,7 +20,7 @@ use crate::context::Context;
 use crate::deferred::failure::Failure;
 use crate::Error;
 use io::Registry;
-use ready::{Job, ReadyQueue, Task};
+use ready::{Callback, Job, ReadyQueue, Task};
 use remote::{RemoteJob, Shared};
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -189,7 +190,7 @@ impl Loop {
     pub fn call_soon(&self, f: impl FnOnce(&Loop) + 'static) -> Result<Handle, Error> {
         let seq = self
             .inner
-            .push_ready(Job::Call(Box::new(f)), Location::caller())?;
+            .push_ready(|| Job::Call(Callback::new(f)), Location::caller())?;
         Ok(Handle {
             lp: Rc::downgrade(&self.inner),
             id: HandleId::Ready(seq),
@@ -228,13 +229,13 @@ impl Loop {
     pub fn call_at(&self, when: Instant, f: impl FnOnce(&Loop) + 'static) -> Result<Handle, Error> {
         let inner = &self.inner;
         inner.check_open()?;
-        let task = Task {
-            job: Job::Call(Box::new(f)),
-            ctx: Context::capture(),
-            loc: Location::caller(),
-            timer: None,
-        };
-        let id = inner.timers.borrow_mut().insert(when, task);
+        let (ctx, loc) = (Context::capture(), Location::caller());
+        // The job is made last, as in `push_ready`.
+        let id = inner.timers.borrow_mut().insert_with(when, || Task {
+            job: Job::Call(Callback::new(f)),
+            ctx,
+            loc,
+        });
         Ok(Handle {
             lp: Rc::downgrade(inner),
             id: HandleId::Timer(id, when),
@@ -545,20 +546,26 @@ impl Inner {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_ready(
         &self,
-        job: Job,
+        job: impl FnOnce() -> Job,
         loc: &'static Location<'static>,
     ) -> Result<u64, Error> {
         self.check_open()?;
-        let task = Task {
-            job,
-            ctx: Context::capture(),
+        let ctx = Context::capture();
+        let mut ready = self.ready.borrow_mut();
+        ready.reserve_one();
+        // The job is made last, after everything that can return early,
+        // panic or grow the queue. Made first, it had to be dropped through
+        // its vtable on those paths, so it lived in stack memory and was
+        // copied piecewise into the slot (push side, cache-resident: ~19 ->
+        // ~12 ns per callback).
+        Ok(ready.push(Task {
+            job: job(),
+            ctx,
             loc,
-            timer: None,
-        };
-        Ok(self.ready.borrow_mut().push(task))
+        }))
     }
 
     fn instrument(&self) {
@@ -571,14 +578,14 @@ impl Inner {
     fn run_task(&self, lp: &Loop, task: Task) {
         let Task { job, ctx, loc, .. } = task;
         let f = match job {
+            Job::Call(f) if f.is_cancelled() => return,
             Job::Call(f) => f,
-            Job::Cancelled => return,
             Job::Io(key) => {
                 self.run_contained(lp, loc, ctx, |lp| io_dispatch(lp, key));
                 return;
             }
         };
-        self.run_contained(lp, loc, ctx, f);
+        self.run_contained(lp, loc, ctx, |lp| f.call(lp));
     }
 
     #[inline]
@@ -604,7 +611,7 @@ impl Inner {
             outer.enter();
         } else {
             // The callback may have set a variable: drop its context.
-            Context::default().enter();
+            Context::reset();
         }
         if instrumented {
             self.shared.monitor.set_current(None);
@@ -704,19 +711,15 @@ impl Handle {
         let Some(inner) = self.lp.upgrade() else {
             return false;
         };
-        let dropped: Option<Box<dyn std::any::Any>> = match self.id {
-            HandleId::Ready(seq) => {
-                let job = inner.ready.borrow_mut().cancel(seq);
-                job.map(|j| Box::new(j) as Box<dyn std::any::Any>)
-            }
+        // What was cancelled is dropped here, outside every borrow (dropping
+        // a closure may run arbitrary code).
+        let dropped: Option<Job> = match self.id {
+            HandleId::Ready(seq) => inner.ready.borrow_mut().cancel(seq),
             HandleId::Timer(id, _) => {
                 let c = inner.timers.borrow_mut().cancel(id);
                 match c {
-                    timers::Cancelled::Pending(task) => Some(Box::new(task)),
-                    timers::Cancelled::Ready(seq) => {
-                        let job = inner.ready.borrow_mut().cancel(seq);
-                        job.map(|j| Box::new(j) as Box<dyn std::any::Any>)
-                    }
+                    timers::Cancelled::Pending(task) => Some(task.job),
+                    timers::Cancelled::Ready(seq) => inner.ready.borrow_mut().cancel(seq),
                     timers::Cancelled::Gone => None,
                 }
             }

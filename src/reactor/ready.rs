@@ -4,25 +4,46 @@
 //! handle finds its task in O(1) (`seq - head`) and cancelling it drops the
 //! callback at once, leaving a tombstone that step 6 skips. Step 6 runs a
 //! *snapshot*: only the tasks present when it began (see `Inner::run_ready`).
-//! Not here: running tasks (reactor/mod.rs). Tests: below, tests/loop_order.rs.
+//!
+//! A task is five words: the job (a [`Callback`] stored inline, see
+//! reactor/callback.rs, whose niche also holds the other kinds of job), the
+//! context and the scheduling location. Every callback is written here once
+//! and read back once, so the rarely used parts live beside the queue: the
+//! ids of due timers, by sequence number. Not here: running tasks (reactor/mod.rs). Tests: below,
+//! tests/loop_order.rs, tests/loop_callbacks.rs.
 
 use super::io::IoKey;
 use super::timers::TimerId;
-use super::Loop;
 use crate::context::Context;
 use std::collections::VecDeque;
 use std::panic::Location;
 
-/// A scheduled callback.
-pub(crate) type Callback = Box<dyn FnOnce(&Loop)>;
+/// A scheduled callback: stored inline when small (reactor/callback.rs).
+pub(crate) type Callback = super::callback::LoopFn;
 
+/// What a task does. No tag of its own: `Io` lives in the callback's niche (a
+/// null table pointer), so a job is three words. A cancelled task's job is
+/// [`Job::cancelled`], a callback with a table of its own, which step 6 skips.
+/// A third variant would bring a tag back (every task 48 bytes, not 40; the
+/// size test below fails): a new kind of job can be a callback instead.
 pub(crate) enum Job {
-    /// A user callback.
+    /// A user callback, or a cancelled one (a tombstone).
     Call(Callback),
     /// An I/O source is ready: dispatch it (reactor/io.rs).
     Io(IoKey),
-    /// Cancelled: skip.
-    Cancelled,
+}
+
+impl Job {
+    /// The tombstone a cancelled task's job becomes.
+    pub(crate) fn cancelled() -> Job {
+        Job::Call(Callback::cancelled())
+    }
+
+    /// Whether this is a tombstone left by a cancel.
+    #[inline]
+    pub(crate) fn is_cancelled(&self) -> bool {
+        matches!(self, Job::Call(f) if f.is_cancelled())
+    }
 }
 
 /// One entry of the ready queue: the job plus what was current when it was scheduled.
@@ -30,8 +51,6 @@ pub(crate) struct Task {
     pub(crate) job: Job,
     pub(crate) ctx: Context,
     pub(crate) loc: &'static Location<'static>,
-    /// Set when the task is a due timer, whose slot is freed when it runs.
-    pub(crate) timer: Option<TimerId>,
 }
 
 #[derive(Default)]
@@ -39,6 +58,10 @@ pub(crate) struct ReadyQueue {
     q: VecDeque<Task>,
     /// Sequence number of `q[0]`.
     head: u64,
+    /// The due timers in `q`, by sequence number, in queue order: each one's
+    /// slot is freed when it is popped. Kept apart so that a task is 40 bytes,
+    /// not 56: every callback is written to and read back from the queue.
+    timers: VecDeque<(u64, TimerId)>,
 }
 
 impl ReadyQueue {
@@ -55,16 +78,55 @@ impl ReadyQueue {
         self.head + self.q.len() as u64
     }
 
+    /// Makes room for one more task, so that a `push` right after it does not
+    /// call out (see `Inner::push_ready`).
+    #[inline]
+    pub(crate) fn reserve_one(&mut self) {
+        if self.q.len() == self.q.capacity() {
+            self.grow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        self.q.reserve(1);
+    }
+
+    #[inline]
     pub(crate) fn push(&mut self, task: Task) -> u64 {
         let seq = self.next_seq();
         self.q.push_back(task);
         seq
     }
 
+    /// Pushes due timer `id`'s task; [`pop`](Self::pop) hands `id` back.
+    pub(crate) fn push_timer(&mut self, task: Task, id: TimerId) -> u64 {
+        let seq = self.push(task);
+        self.timers.push_back((seq, id));
+        seq
+    }
+
+    /// The next task; then [`popped_timer`](Self::popped_timer) says whether
+    /// it was a due timer.
+    #[inline]
     pub(crate) fn pop(&mut self) -> Option<Task> {
         let t = self.q.pop_front()?;
         self.head += 1;
         Some(t)
+    }
+
+    /// The timer id of the task [`pop`](Self::pop) just returned, if it is a
+    /// due timer.
+    #[inline]
+    pub(crate) fn popped_timer(&mut self) -> Option<TimerId> {
+        match self.timers.front() {
+            Some(&(s, id)) if s + 1 == self.head => {
+                self.timers.pop_front();
+                Some(id)
+            }
+            _ => None,
+        }
     }
 
     fn get_mut(&mut self, seq: u64) -> Option<&mut Task> {
@@ -77,17 +139,17 @@ impl ReadyQueue {
         let Some(idx) = seq.checked_sub(self.head) else {
             return false;
         };
-        matches!(self.q.get(idx as usize), Some(t) if !matches!(t.job, Job::Cancelled))
+        matches!(self.q.get(idx as usize), Some(t) if !t.job.is_cancelled())
     }
 
     /// Cancels task `seq` if it is queued; returns its job for the caller to
     /// drop outside any borrow (dropping a closure may run arbitrary code).
     pub(crate) fn cancel(&mut self, seq: u64) -> Option<Job> {
         let t = self.get_mut(seq)?;
-        match std::mem::replace(&mut t.job, Job::Cancelled) {
-            Job::Cancelled => None,
-            job => Some(job),
+        if t.job.is_cancelled() {
+            return None;
         }
+        Some(std::mem::replace(&mut t.job, Job::cancelled()))
     }
 
     /// Takes every task out (for `close()`); sequence numbers stay consumed.
@@ -95,6 +157,7 @@ impl ReadyQueue {
         self.head += self.q.len() as u64;
         let out = self.q.drain(..).collect();
         self.q.shrink_to_fit();
+        self.timers = VecDeque::new();
         out
     }
 
@@ -102,7 +165,7 @@ impl ReadyQueue {
     pub(crate) fn locations(&self) -> impl Iterator<Item = &'static Location<'static>> + '_ {
         self.q
             .iter()
-            .filter(|t| !matches!(t.job, Job::Cancelled))
+            .filter(|t| !t.job.is_cancelled())
             .map(|t| t.loc)
     }
 }
@@ -113,10 +176,9 @@ mod tests {
 
     fn task() -> Task {
         Task {
-            job: Job::Call(Box::new(|_| {})),
+            job: Job::Call(Callback::new(|_| {})),
             ctx: Context::default(),
             loc: Location::caller(),
-            timer: None,
         }
     }
 
@@ -135,6 +197,35 @@ mod tests {
         let c = q.push(task());
         assert_eq!(c, b + 1);
         assert!(q.cancel(a).is_none());
+    }
+
+    #[test]
+    fn due_timers_get_their_ids_back_when_popped() {
+        let mut q = ReadyQueue::default();
+        let mut heap = super::super::timers::TimerHeap::new();
+        let now = std::time::Instant::now();
+        let (t1, t2) = (heap.insert(now, ()), heap.insert(now, ()));
+        q.push(task());
+        let s1 = q.push_timer(task(), t1);
+        q.push(task());
+        q.push_timer(task(), t2);
+        assert!(
+            q.cancel(s1).is_some(),
+            "a due timer's task cancels like any other"
+        );
+        let ids: Vec<_> = std::iter::from_fn(|| q.pop().map(|_| q.popped_timer())).collect();
+        assert_eq!(ids, [None, Some(t1), None, Some(t2)]);
+        q.push_timer(task(), t1);
+        assert_eq!(q.drain().len(), 1);
+        q.push(task());
+        assert!(q.pop().is_some());
+        assert_eq!(q.popped_timer(), None, "drain forgot the timer");
+    }
+
+    #[test]
+    fn a_task_is_at_most_five_words() {
+        // Every queued callback costs this much memory traffic; see `Task`.
+        assert!(std::mem::size_of::<Task>() <= 5 * std::mem::size_of::<usize>());
     }
 
     #[test]

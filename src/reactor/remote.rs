@@ -1,13 +1,15 @@
 //! The remote queue: the only way into the loop from other threads. Owns
 //! `Remote` and `Shared`, the part of the loop's state that is `Send + Sync`.
 //!
-//! `call_soon_threadsafe` pushes a `Send` closure on a mutex-protected `Vec` and
-//! wakes the loop through a `mio::Waker` — but only if no wake is pending
-//! already: an atomic flag coalesces every call made while a wake is in flight
-//! into that one `eventfd` write, where asyncio pays one socket write per call.
-//! The loop clears the flag *before* taking the queue, so a call that lands after
-//! the take always wakes it again. The queue is swapped with a spare `Vec`, so
-//! draining allocates nothing. Tests: tests/loop_threadsafe.rs.
+//! `call_soon_threadsafe` pushes a `Send` closure (stored inline when small,
+//! reactor/callback.rs) on a mutex-protected `Vec` and wakes the loop through a
+//! `mio::Waker` — but only if no wake is pending already: an atomic flag
+//! coalesces every call made while a wake is in flight into that one `eventfd`
+//! write, where asyncio pays one socket write per call. The loop clears the flag
+//! *before* taking the queue, so a call that lands after the take always wakes
+//! it again. The queue is swapped with a spare `Vec`, so draining allocates
+//! nothing. A call costs one lock (its count is kept under it) and a load of the
+//! flag: no other atomic. Tests: tests/loop_threadsafe.rs, tests/loop_callbacks.rs.
 
 use super::monitor::MonitorState;
 use super::Loop;
@@ -20,7 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-pub(crate) type RemoteFn = Box<dyn FnOnce(&Loop) + Send>;
+/// A queued call: stored inline when small (reactor/callback.rs).
+pub(crate) type RemoteFn = super::callback::SendLoopFn;
 
 pub(crate) struct RemoteJob {
     pub(crate) f: RemoteFn,
@@ -29,6 +32,9 @@ pub(crate) struct RemoteJob {
 
 pub(crate) struct Queue {
     pub(crate) jobs: Vec<RemoteJob>,
+    /// Calls ever queued: counted here, under the lock each call takes
+    /// anyway, rather than with an atomic add of its own.
+    calls: u64,
     pub(crate) closed: bool,
     pub(crate) running: bool,
     /// Blocking calls waiting for a result, told when the loop stops or closes.
@@ -66,7 +72,6 @@ pub(crate) struct Shared {
     queue: Mutex<Queue>,
     wake_pending: AtomicBool,
     waker: mio::Waker,
-    calls: AtomicU64,
     wakes: AtomicU64,
     pub(crate) monitor: MonitorState,
 }
@@ -76,13 +81,13 @@ impl Shared {
         Shared {
             queue: Mutex::new(Queue {
                 jobs: Vec::new(),
+                calls: 0,
                 closed: false,
                 running: false,
                 waiters: Vec::new(),
             }),
             wake_pending: AtomicBool::new(false),
             waker,
-            calls: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
             monitor: MonitorState::default(),
         }
@@ -101,8 +106,8 @@ impl Shared {
                 return Err(Error::Closed);
             }
             q.jobs.push(job);
+            q.calls += 1;
         }
-        self.calls.fetch_add(1, Ordering::Relaxed);
         self.wake();
         Ok(())
     }
@@ -169,7 +174,12 @@ impl Shared {
 ///
 /// It can only queue `Send` closures, which run on the loop thread with the
 /// loop passed in; everything else about the loop is `!Send`, so calling the
-/// single-threaded API from another thread does not compile.
+/// single-threaded API from another thread does not compile:
+/// ```compile_fail
+/// let ev = deferloop::EventLoop::new().unwrap();
+/// let lp = ev.handle();
+/// std::thread::spawn(move || lp.stop()); // `Loop` is not `Send`
+/// ```
 ///
 /// # Examples
 /// ```
@@ -193,7 +203,18 @@ impl Remote {
     /// Queues `f` to run on the loop thread in a later turn, and wakes the loop.
     ///
     /// Calls from one thread run in the order they were made. A burst of calls
-    /// costs one wake-up system call, not one per call.
+    /// costs one wake-up system call, not one per call. A closure capturing up
+    /// to two words is queued without allocating.
+    ///
+    /// `f` must be `Send`: it is made on one thread and run on the loop's.
+    /// ```compile_fail
+    /// use deferloop::EventLoop;
+    /// use std::rc::Rc;
+    ///
+    /// let ev = EventLoop::new().unwrap();
+    /// let not_send = Rc::new(1);
+    /// ev.remote().call_soon_threadsafe(move |_| drop(not_send)).unwrap();
+    /// ```
     ///
     /// # Errors
     /// [`Error::Closed`] if the loop is closed or dropped; `f` is dropped.
@@ -203,7 +224,7 @@ impl Remote {
         f: impl FnOnce(&Loop) + Send + 'static,
     ) -> Result<(), Error> {
         self.shared.push(RemoteJob {
-            f: Box::new(f),
+            f: RemoteFn::new(f),
             loc: Location::caller(),
         })
     }
@@ -231,7 +252,7 @@ impl Remote {
         });
         let loop_slot = slot.clone();
         let job = RemoteJob {
-            f: Box::new(move |lp: &Loop| {
+            f: RemoteFn::new(move |lp: &Loop| {
                 let d = f(lp);
                 let _ = d.add_both(move |r: Result<T, Failure>| {
                     loop_slot.fill(
@@ -254,8 +275,8 @@ impl Remote {
             q.waiters.retain(|w| w.strong_count() > 0);
             q.waiters.push(weak);
             q.jobs.push(job);
+            q.calls += 1;
         }
-        self.shared.calls.fetch_add(1, Ordering::Relaxed);
         self.shared.wake();
         let deadline = Instant::now() + timeout;
         let mut v = slot.value.lock().unwrap_or_else(|e| e.into_inner());
@@ -291,10 +312,8 @@ impl Remote {
 
     /// How many calls were queued, and how many wake-up system calls they cost.
     pub fn wake_stats(&self) -> (u64, u64) {
-        (
-            self.shared.calls.load(Ordering::Relaxed),
-            self.shared.wakes.load(Ordering::Relaxed),
-        )
+        let calls = self.shared.lock().calls;
+        (calls, self.shared.wakes.load(Ordering::Relaxed))
     }
 }
 

@@ -97,6 +97,21 @@ impl<T> TimerHeap<T> {
     }
 
     pub(crate) fn insert(&mut self, deadline: Instant, payload: T) -> TimerId {
+        self.insert_with(deadline, || payload)
+    }
+
+    /// [`insert`](Self::insert), with the payload made by `payload` once
+    /// there is room for it: nothing that can panic or grow a buffer runs
+    /// after it is made (see `Loop::call_at`).
+    #[inline]
+    pub(crate) fn insert_with(
+        &mut self,
+        deadline: Instant,
+        payload: impl FnOnce() -> T,
+    ) -> TimerId {
+        if self.heap.len() == self.heap.capacity() {
+            self.heap.reserve(1);
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let pos = self.heap.len();
@@ -109,7 +124,7 @@ impl<T> TimerHeap<T> {
             deadline,
             seq,
             key,
-            payload,
+            payload: payload(),
         });
         self.sift_up(pos);
         TimerId { key, seq }

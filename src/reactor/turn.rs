@@ -77,7 +77,6 @@ impl Inner {
                     job: Job::Io(key),
                     ctx: Context::default(),
                     loc,
-                    timer: None,
                 });
             }
         }
@@ -89,10 +88,9 @@ impl Inner {
             self.shared.take_jobs(&mut spare);
             for job in spare.drain(..) {
                 ready.push(Task {
-                    job: Job::Call(job.f),
+                    job: Job::Call(job.f.into_local()),
                     ctx: Context::default(),
                     loc: job.loc,
-                    timer: None,
                 });
             }
         }
@@ -103,9 +101,8 @@ impl Inner {
     fn queue_due_timers(&self, now: Instant) {
         let mut timers = self.timers.borrow_mut();
         let mut ready = self.ready.borrow_mut();
-        while let Some((id, mut task)) = timers.pop_due_reserved(now, |_| ready.next_seq()) {
-            task.timer = Some(id);
-            ready.push(task);
+        while let Some((id, task)) = timers.pop_due_reserved(now, |_| ready.next_seq()) {
+            ready.push_timer(task, id);
         }
     }
 
@@ -116,10 +113,13 @@ impl Inner {
         }
         let n = self.ready.borrow().len();
         for _ in 0..n {
-            let Some(task) = self.ready.borrow_mut().pop() else {
+            let mut ready = self.ready.borrow_mut();
+            let Some(task) = ready.pop() else {
                 break;
             };
-            if let Some(id) = task.timer {
+            let timer = ready.popped_timer();
+            drop(ready);
+            if let Some(id) = timer {
                 self.timers.borrow_mut().release(id);
             }
             self.run_task(lp, task);
