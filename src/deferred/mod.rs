@@ -50,6 +50,7 @@
 
 pub mod errors;
 pub mod failure;
+mod links;
 pub mod list;
 pub mod lock;
 mod node;

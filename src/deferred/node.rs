@@ -13,11 +13,11 @@
 //!   `chain_deferred` chains, nor their drops, grow the native stack.
 
 use super::errors::{AlreadyCalled, Cancelled, ChainedToSelf};
+use super::links::Links;
 use crate::Failure;
 use smallvec::SmallVec;
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
@@ -159,7 +159,7 @@ pub(crate) enum Link {
 
 /// The state of one chain (Twisted's Deferred instance).
 pub(crate) struct Node {
-    links: VecDeque<Link>,
+    links: Links,
     /// The current result; `None` before firing, while a callback runs, while
     /// waiting on an inner Deferred, or after the result was moved away.
     result: Option<Res>,
@@ -181,7 +181,7 @@ pub(crate) struct Node {
 impl Node {
     pub(crate) fn new_ref(created_at: &'static Location<'static>) -> NodeRef {
         Rc::new(RefCell::new(Node {
-            links: VecDeque::new(),
+            links: Links::new(),
             result: None,
             called: false,
             running: false,
@@ -484,8 +484,11 @@ impl Drop for Node {
         take_node_links(&mut self.links, &mut pending);
         while let Some(next) = pending.pop() {
             if Rc::strong_count(&next) == 1 {
-                if let Ok(mut n) = next.try_borrow_mut() {
-                    take_node_links(&mut n.links, &mut pending);
+                // The borrow ends before the links (and the callbacks they
+                // hold) are dropped.
+                let links = next.try_borrow_mut().map(|mut n| take_links(&mut n.links));
+                if let Ok(Some(links)) = links {
+                    collect_nodes(links, &mut pending);
                 }
             }
             // `next` now holds no node links: its own drop does not recurse.
@@ -494,11 +497,19 @@ impl Drop for Node {
     }
 }
 
-fn take_node_links(links: &mut VecDeque<Link>, out: &mut Vec<NodeRef>) {
-    if links.iter().all(|l| matches!(l, Link::Call(..))) {
-        return;
+/// The queued links, if any of them points to another node.
+fn take_links(links: &mut Links) -> Option<impl Iterator<Item = Link>> {
+    links.has_node_links().then(|| links.take_all())
+}
+
+fn take_node_links(links: &mut Links, out: &mut Vec<NodeRef>) {
+    if let Some(links) = take_links(links) {
+        collect_nodes(links, out);
     }
-    for link in std::mem::take(links) {
+}
+
+fn collect_nodes(links: impl Iterator<Item = Link>, out: &mut Vec<NodeRef>) {
+    for link in links {
         match link {
             Link::Continue(n) | Link::Forward(n, _) => out.push(n),
             Link::Call(..) => {}
