@@ -1,121 +1,169 @@
 //! The FIFO of a node's links, stored in the node itself while it is short.
 //!
-//! Owns `Links`: a ring of [`INLINE_LINKS`] slots inside the node, and an
-//! overflow queue on the heap for the links that arrive while the ring is full.
-//! Every overflow link is younger than every ring link (nothing enters the ring
-//! while the overflow holds links), so popping the ring first, then the
-//! overflow, keeps FIFO order. The overflow starts with room for
-//! [`FIRST_SPILL`] links, so a chain longer than the ring allocates once.
+//! Owns `Links`. A chain is typically filled, then drained, and only then
+//! extended again, so the queue is a sequence of slots written at `len` and
+//! read at `head`, rewound to the start whenever it runs empty: no wrapping
+//! arithmetic on either side. Slots `0..INLINE_LINKS` are in the node; later
+//! ones in a vector that reserves [`FIRST_SPILL`] slots when first needed, so
+//! a chain of up to 4 links allocates nothing and one of up to 20 allocates
+//! once. If links keep arriving while the queue is read (a callback that adds
+//! to its own chain), the read slots are reclaimed once they are at least half,
+//! so the queue holds only the live links.
 //! Tests: below; behaviour through tests/deferred_*.rs.
 
-use super::node::Link;
-use std::collections::VecDeque;
+use super::node::{Callback, Link};
+use std::panic::Location;
 
-/// Links stored inside the node (a power of two: the ring wraps with a mask).
+/// Slots stored inside the node.
 pub(crate) const INLINE_LINKS: usize = 4;
-const MASK: usize = INLINE_LINKS - 1;
-/// Room reserved by the first overflow.
+/// Room reserved by the first spill to the heap.
 const FIRST_SPILL: usize = 16;
 
-/// A FIFO of links: a ring in the node, then an overflow queue.
+/// A FIFO of links: slots `head..len` are queued, slots before `head` read.
 pub(crate) struct Links {
-    ring: [Option<Link>; INLINE_LINKS],
-    head: u8,
-    len: u8,
-    overflow: VecDeque<Link>,
+    head: usize,
+    len: usize,
+    inline: [Option<Link>; INLINE_LINKS],
+    /// Slots `INLINE_LINKS..`; its length is `len - INLINE_LINKS` when `len`
+    /// is past the inline slots, else it is empty.
+    spilled: Vec<Option<Link>>,
 }
 
 impl Links {
     #[inline]
     pub(crate) fn new() -> Links {
         Links {
-            ring: [const { None }; INLINE_LINKS],
             head: 0,
             len: 0,
-            overflow: VecDeque::new(),
+            inline: [const { None }; INLINE_LINKS],
+            spilled: Vec::new(),
         }
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0 && self.overflow.is_empty()
+        self.head == self.len
     }
 
     /// Number of queued links.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.len as usize + self.overflow.len()
+        self.len - self.head
+    }
+
+    #[inline]
+    fn slot(&mut self, i: usize) -> &mut Option<Link> {
+        match self.inline.get_mut(i) {
+            Some(slot) => slot,
+            None => &mut self.spilled[i - INLINE_LINKS],
+        }
     }
 
     #[inline]
     pub(crate) fn push_back(&mut self, link: Link) {
-        if (self.len as usize) < INLINE_LINKS && self.overflow.is_empty() {
-            let i = (self.head as usize + self.len as usize) & MASK;
-            self.ring[i] = Some(link);
-            self.len += 1;
+        if self.len >= INLINE_LINKS && self.spilled.len() == self.spilled.capacity() {
+            self.make_room();
+        }
+        if self.len < INLINE_LINKS {
+            self.inline[self.len] = Some(link);
         } else {
-            self.spill(link);
+            self.spilled.push(Some(link));
+        }
+        self.len += 1;
+    }
+
+    /// The spilled slots are full: reclaim the read slots if they are at least
+    /// half of all (then there is room), else grow.
+    #[cold]
+    fn make_room(&mut self) {
+        if self.head > 0 && self.head >= self.len / 2 {
+            let queued: Vec<Link> = self.take_all().collect();
+            for link in queued {
+                self.push_back(link);
+            }
+            debug_assert!(self.len < INLINE_LINKS || self.spilled.len() < self.spilled.capacity());
+        } else {
+            self.spilled
+                .reserve(FIRST_SPILL.max(self.spilled.capacity()));
         }
     }
 
-    #[cold]
-    fn spill(&mut self, link: Link) {
-        if self.overflow.capacity() == 0 {
-            self.overflow.reserve_exact(FIRST_SPILL);
+    /// Called after a read: rewinds the queue if it is now empty.
+    #[inline]
+    fn advance(&mut self) {
+        self.head += 1;
+        if self.head == self.len {
+            self.head = 0;
+            self.len = 0;
+            // Every spilled slot is a read `None`: nothing to drop.
+            self.spilled.clear();
         }
-        self.overflow.push_back(link);
     }
 
     #[inline]
     pub(crate) fn pop_front(&mut self) -> Option<Link> {
-        if self.len > 0 {
-            let link = self.ring[self.head as usize].take();
-            self.head = ((self.head as usize + 1) & MASK) as u8;
-            self.len -= 1;
-            link
-        } else {
-            self.overflow.pop_front()
+        if self.head == self.len {
+            return None;
         }
+        let link = self.slot(self.head).take();
+        self.advance();
+        link
+    }
+
+    /// Pops the next link if it is a user callback.
+    #[inline]
+    pub(crate) fn pop_call(&mut self) -> Option<(Callback, &'static Location<'static>)> {
+        if self.head == self.len {
+            return None;
+        }
+        let slot = self.slot(self.head);
+        if !matches!(slot, Some(Link::Call(..))) {
+            return None;
+        }
+        let Some(Link::Call(f, at)) = slot.take() else {
+            unreachable!("checked above")
+        };
+        self.advance();
+        Some((f, at))
     }
 
     /// Whether any queued link points to another node.
     pub(crate) fn has_node_links(&self) -> bool {
-        self.ring
+        self.inline
             .iter()
+            .chain(&self.spilled)
             .flatten()
-            .chain(&self.overflow)
             .any(|l| matches!(l, Link::Continue(_) | Link::Forward(..)))
     }
 
     /// Removes and returns every queued link, in order.
     pub(crate) fn take_all(&mut self) -> impl Iterator<Item = Link> {
-        let mut ring: Vec<Link> = Vec::with_capacity(self.len as usize);
-        while self.len > 0 {
-            ring.extend(self.pop_front());
+        let mut out = Vec::with_capacity(self.len - self.head);
+        while let Some(link) = self.pop_front() {
+            out.push(link);
         }
-        ring.into_iter().chain(std::mem::take(&mut self.overflow))
+        out.into_iter()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deferred::node::{Node, Outcome};
-    use std::panic::Location;
+    use crate::deferred::node::{callback, Node, Outcome, Value};
 
     fn call(k: u64) -> Link {
         Link::Call(
-            Box::new(move |_| Outcome::Done(Ok(super::super::node::Value::new(k)))),
+            callback(move |_| Outcome::Done(Ok(Value::new(k)))),
             Location::caller(),
         )
     }
 
     fn tag(l: Link) -> u64 {
-        match l {
-            Link::Call(f, _) => match f(Ok(super::super::node::Value::new(()))) {
-                Outcome::Done(Ok(v)) => v.take::<u64>(),
-                _ => unreachable!(),
-            },
+        let Link::Call(f, _) = l else { unreachable!() };
+        let mut slot = Outcome::Done(Ok(Value::new(())));
+        f(&mut slot);
+        match slot {
+            Outcome::Done(Ok(v)) => v.take::<u64>(),
             _ => unreachable!(),
         }
     }
@@ -135,9 +183,9 @@ mod tests {
     }
 
     #[test]
-    fn interleaved_push_and_pop_stays_in_the_ring() {
+    fn interleaved_push_and_pop_stays_bounded() {
         // A callback that appends to its own chain while it runs: the queue
-        // holds one or two links at a time and never needs the heap.
+        // holds one or two links at a time and must not grow with the total.
         let mut q = Links::new();
         q.push_back(call(0));
         for k in 1..10_000 {
@@ -145,11 +193,26 @@ mod tests {
             assert_eq!(tag(q.pop_front().unwrap()), k - 1);
         }
         assert_eq!(q.len(), 1);
-        assert_eq!(q.overflow.capacity(), 0);
+        assert!(q.spilled.capacity() <= FIRST_SPILL);
     }
 
     #[test]
-    fn the_ring_refills_only_after_the_overflow_drains() {
+    fn a_drained_queue_rewinds_and_keeps_its_buffer() {
+        let mut q = Links::new();
+        for k in 0..10 {
+            q.push_back(call(k));
+        }
+        let cap = q.spilled.capacity();
+        assert_eq!(cap, FIRST_SPILL);
+        for _ in 0..10 {
+            q.pop_front();
+        }
+        assert_eq!((q.head, q.len, q.spilled.len()), (0, 0, 0));
+        assert_eq!(q.spilled.capacity(), cap);
+    }
+
+    #[test]
+    fn mixed_pushes_and_pops_keep_fifo_order() {
         let mut q = Links::new();
         let mut next = 0;
         let mut want = 0;

@@ -17,7 +17,7 @@ use super::links::Links;
 use crate::Failure;
 use smallvec::SmallVec;
 use std::any::{Any, TypeId};
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
@@ -28,8 +28,11 @@ pub(crate) type NodeRef = Rc<RefCell<Node>>;
 pub(crate) type WeakNode = Weak<RefCell<Node>>;
 /// A type-erased result.
 pub(crate) type Res = Result<Value, Failure>;
-/// One link's code: handles both halves of a (callback, errback) pair.
-pub(crate) type Callback = Box<dyn FnOnce(Res) -> Outcome>;
+/// One link's code: handles both halves of a (callback, errback) pair. It
+/// takes its input from the slot (`Outcome::Done`) and leaves its outcome
+/// there, so the result stays in one place from one callback to the next
+/// (made by [`callback`]).
+pub(crate) type Callback = Box<dyn FnOnce(&mut Outcome)>;
 /// A canceller, called with the node it cancels.
 pub(crate) type Canceller = Box<dyn FnOnce(&NodeRef)>;
 
@@ -76,16 +79,19 @@ unsafe fn drop_as<T>(p: *mut u8) {
     unsafe { std::ptr::drop_in_place(p.cast::<T>()) }
 }
 
+/// Whether a `T` is stored inline (decided at compile time).
+const fn fits<T>() -> bool {
+    size_of::<T>() <= size_of::<[usize; INLINE_WORDS]>() && align_of::<T>() <= align_of::<usize>()
+}
+
 impl Value {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new<T: 'static>(v: T) -> Value {
-        if size_of::<T>() <= size_of::<[usize; INLINE_WORDS]>()
-            && align_of::<T>() <= align_of::<usize>()
-        {
+        if fits::<T>() {
             let mut buf = MaybeUninit::<[usize; INLINE_WORDS]>::uninit();
             // SAFETY: `buf` is large enough for a `T` and aligned for `usize`,
-            // hence for `T` (checked just above); it is uninitialised, so writing
-            // does not leak anything. `meta` records that it now holds a `T`.
+            // hence for `T` (`fits`); it is uninitialised, so writing does not
+            // leak anything. `meta` records that it now holds a `T`.
             unsafe { buf.as_mut_ptr().cast::<T>().write(v) };
             Value::Inline(Inline {
                 buf,
@@ -97,16 +103,19 @@ impl Value {
         }
     }
 
-    #[inline]
+    /// Always inlined: every step takes its input with it, and the check is
+    /// one comparison of `Meta` addresses in the common case.
+    #[inline(always)]
     pub(crate) fn take<T: 'static>(self) -> T {
+        if !fits::<T>() {
+            return self.take_boxed();
+        }
         match self {
             Value::Inline(inline) => {
-                let meta: &'static Meta = &<T as HasMeta>::META;
                 // Same `Meta` address is the fast path; constants may be
                 // duplicated across codegen units, so fall back to the TypeId.
-                if !std::ptr::eq(inline.meta, meta) && (inline.meta.type_id)() != TypeId::of::<T>()
-                {
-                    mismatch::<T>();
+                if !std::ptr::eq(inline.meta, &<T as HasMeta>::META) {
+                    check_type::<T>(inline.meta);
                 }
                 let inline = ManuallyDrop::new(inline);
                 // SAFETY: `meta` says `buf` holds a `T` written by `new` (the type
@@ -114,11 +123,27 @@ impl Value {
                 // is moved out exactly once.
                 unsafe { inline.buf.as_ptr().cast::<T>().read() }
             }
+            Value::Boxed(_) => mismatch::<T>(),
+        }
+    }
+
+    fn take_boxed<T: 'static>(self) -> T {
+        match self {
             Value::Boxed(b) => match b.downcast::<T>() {
                 Ok(b) => *b,
                 Err(_) => mismatch::<T>(),
             },
+            Value::Inline(_) => mismatch::<T>(),
         }
+    }
+}
+
+/// The slow half of the type check in [`Value::take`].
+#[cold]
+#[inline(never)]
+fn check_type<T: 'static>(meta: &Meta) {
+    if (meta.type_id)() != TypeId::of::<T>() {
+        mismatch::<T>();
     }
 }
 
@@ -139,12 +164,56 @@ impl Drop for Inline {
     }
 }
 
-/// What a link's callback produced.
+/// What a link's callback produced; also the slot its input is passed in.
 pub(crate) enum Outcome {
     /// A plain result: continue with it.
     Done(Res),
     /// A Deferred: take its result, or wait for it.
     Chain(NodeRef),
+    /// Nothing: the input was taken and no outcome written (yet).
+    Taken,
+}
+
+impl Outcome {
+    /// The result a callback is called with.
+    #[inline]
+    fn take_input(&mut self) -> Res {
+        match std::mem::replace(self, Outcome::Taken) {
+            Outcome::Done(r) => r,
+            _ => unreachable!("a callback is called with a result"),
+        }
+    }
+}
+
+/// What a callback does with its input: maps a result to an outcome.
+///
+/// Implementations mark `run` `#[inline(always)]`, so that the user's function
+/// is folded into the link's code.
+pub(crate) trait StepFn {
+    fn run(self, r: Res) -> Outcome;
+}
+
+impl<F: FnOnce(Res) -> Outcome> StepFn for F {
+    #[inline(always)]
+    fn run(self, r: Res) -> Outcome {
+        self(r)
+    }
+}
+
+/// Makes a link's code from a step.
+#[inline]
+pub(crate) fn callback(step: impl StepFn + 'static) -> Callback {
+    Box::new(move |slot: &mut Outcome| in_place(step, slot))
+}
+
+/// Runs `step` on the result in `slot`, leaving its outcome there.
+#[inline(always)]
+fn in_place(step: impl StepFn, slot: &mut Outcome) {
+    let r = slot.take_input();
+    let out = step.run(r);
+    // The slot holds `Taken`, which owns nothing: overwrite it without the
+    // drop call an assignment would compile to.
+    std::mem::forget(std::mem::replace(slot, out));
 }
 
 /// One entry of a chain.
@@ -393,37 +462,9 @@ pub(crate) fn run(start: NodeRef) {
                     let r = n.result.take().expect("runnable node has a result");
                     n.running = true;
                     drop(n);
-                    let out = match catch_unwind(AssertUnwindSafe(move || f(r))) {
-                        Ok(out) => out,
-                        Err(p) => Outcome::Done(Err(Failure::from_panic(p, at))),
-                    };
-                    let mut n = cur.borrow_mut();
-                    n.running = false;
-                    match out {
-                        Outcome::Done(r) => n.result = Some(r),
-                        Outcome::Chain(inner) if Rc::ptr_eq(&inner, &cur) => {
-                            n.result = Some(Err(Failure::with_origin(ChainedToSelf, at)));
-                        }
-                        Outcome::Chain(inner) => {
-                            let mut i = inner.borrow_mut();
-                            if i.called && i.runnable() && i.links.is_empty() {
-                                // R13: steal the ready result (the inner keeps none,
-                                // so its failure is not reported twice).
-                                n.result = i.result.take();
-                            } else {
-                                // R14: wait; the inner hands over at its chain's end.
-                                n.waiting = true;
-                                n.chained_to = Some(Rc::downgrade(&inner));
-                                i.links.push_back(Link::Continue(cur.clone()));
-                                drop(i);
-                                drop(n);
-                                // May drop an inner nobody can fire: then the
-                                // outer simply waits forever, as it must.
-                                drop(inner);
-                                stack.pop();
-                                continue 'nodes;
-                            }
-                        }
+                    if !run_calls(&cur, f, at, r) {
+                        stack.pop();
+                        continue 'nodes;
                     }
                 }
                 Link::Continue(waiter) => {
@@ -466,6 +507,91 @@ pub(crate) fn run(start: NodeRef) {
             }
         }
     }
+}
+
+/// Calls one callback on the result in `slot`, leaving its outcome there; a
+/// panic becomes a failure whose origin is `at`.
+#[inline(always)]
+fn call(f: impl FnOnce(&mut Outcome), slot: &mut Outcome, at: &'static Location<'static>) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(slot))) {
+        *slot = Outcome::Done(Err(Failure::from_panic(p, at)));
+    }
+}
+
+/// Runs the callback `f` of `cur` (marked running, its result taken out as
+/// `r`) and, while `cur` stays unpaused and its next link is a callback, that
+/// one too: the result stays in one local slot from one callback to the next,
+/// and the node is borrowed once per callback. Returns `false` if `cur` now
+/// waits on a Deferred returned by a callback; otherwise its result is stored
+/// again.
+fn run_calls(cur: &NodeRef, mut f: Callback, mut at: &'static Location<'static>, r: Res) -> bool {
+    let mut slot = Outcome::Done(r);
+    loop {
+        call(f, &mut slot, at);
+        let mut n = cur.borrow_mut();
+        if let Outcome::Done(_) = slot {
+            if n.paused == 0 {
+                if let Some((g, g_at)) = n.links.pop_call() {
+                    drop(n);
+                    (f, at) = (g, g_at);
+                    continue;
+                }
+            }
+        }
+        n.running = false;
+        return settle(n, cur, slot, at);
+    }
+}
+
+/// Stores the outcome of a callback of `cur` (borrowed as `n`, not running).
+/// Returns `false` if `cur` now waits on a Deferred the callback returned.
+fn settle(
+    mut n: RefMut<'_, Node>,
+    cur: &NodeRef,
+    out: Outcome,
+    at: &'static Location<'static>,
+) -> bool {
+    match out {
+        Outcome::Done(r) => {
+            n.result = Some(r);
+            true
+        }
+        Outcome::Chain(inner) => chain_to(n, cur, inner, at),
+        Outcome::Taken => unreachable!("a callback leaves an outcome"),
+    }
+}
+
+/// A callback of `cur` (borrowed as `n`, not running) returned the Deferred
+/// `inner`. If `inner` is ready, its result is taken over (R13: the inner
+/// keeps none, so its failure is not reported twice) and `true` is returned;
+/// if it is `cur` itself, the result is a `ChainedToSelf` failure. Otherwise
+/// `cur` waits: a CONTINUE link on `inner` hands the result over at the end of
+/// its chain (R14), and `false` is returned.
+fn chain_to(
+    mut n: RefMut<'_, Node>,
+    cur: &NodeRef,
+    inner: NodeRef,
+    at: &'static Location<'static>,
+) -> bool {
+    if Rc::ptr_eq(&inner, cur) {
+        n.result = Some(Err(Failure::with_origin(ChainedToSelf, at)));
+        return true;
+    }
+    let mut i = inner.borrow_mut();
+    let ready = i.called && i.runnable() && i.links.is_empty();
+    if ready {
+        n.result = i.result.take();
+    } else {
+        n.waiting = true;
+        n.chained_to = Some(Rc::downgrade(&inner));
+        i.links.push_back(Link::Continue(cur.clone()));
+    }
+    drop(i);
+    drop(n);
+    // May drop an inner nobody can fire: then `cur` simply waits forever, as
+    // it must.
+    drop(inner);
+    ready
 }
 
 impl Drop for Node {
@@ -529,7 +655,7 @@ mod tests {
         add_link(
             node,
             Link::Call(
-                Box::new(move |r: Res| Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + k)))),
+                callback(move |r: Res| Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + k)))),
                 here(),
             ),
         );
@@ -542,7 +668,7 @@ mod tests {
         add_link(
             &node,
             Link::Call(
-                Box::new(move |r| {
+                callback(move |r| {
                     assert!(n2.try_borrow_mut().is_ok());
                     assert!(n2.borrow().running);
                     Outcome::Done(r)
@@ -561,7 +687,7 @@ mod tests {
         let i2 = inner.clone();
         add_link(
             &outer,
-            Link::Call(Box::new(move |_| Outcome::Chain(i2)), here()),
+            Link::Call(callback(move |_| Outcome::Chain(i2)), here()),
         );
         {
             let o = outer.borrow();
