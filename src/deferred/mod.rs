@@ -68,7 +68,7 @@ pub use queue::DeferredQueue;
 pub use task::{defer_later, LoopingCall};
 
 use crate::Failure;
-use node::{Link, Node, NodeRef, Outcome, Res, StepFn, Value, WeakNode};
+use node::{Node, NodeRef, Outcome, Res, StepFn, Value, WeakNode};
 use std::fmt;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -293,7 +293,7 @@ impl<T: 'static> Deferred<T> {
     /// Appends the link running `step`.
     #[inline]
     fn push(self, step: impl StepFn + 'static, at: &'static Location<'static>) -> NodeRef {
-        node::add_link(&self.node, Link::Call(node::callback(step), at));
+        node::add_call(&self.node, step, at);
         self.node
     }
 

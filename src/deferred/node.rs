@@ -187,8 +187,9 @@ impl Outcome {
 
 /// What a callback does with its input: maps a result to an outcome.
 ///
-/// Implementations mark `run` `#[inline(always)]`, so that the user's function
-/// is folded into the link's code.
+/// A step runs either boxed in a link or directly (see [`add_call`]), so its
+/// body has two call sites; implementations mark `run` `#[inline(always)]` so
+/// that both fold the user's function in (a closure there is not inlined).
 pub(crate) trait StepFn {
     fn run(self, r: Res) -> Outcome;
 }
@@ -314,6 +315,38 @@ pub(crate) fn add_link(node: &NodeRef, link: Link) {
     let go = n.called && n.runnable();
     drop(n);
     if go {
+        run(node.clone());
+    }
+}
+
+/// Adds a user callback to the chain. If the node has fired and is idle (not
+/// paused, waiting or running, nothing queued), `step` runs at once, unboxed
+/// and without a link: what `add_link` followed by [`run`] would do, minus the
+/// link. Callbacks the step adds to this chain meanwhile run after it.
+#[inline]
+pub(crate) fn add_call(
+    node: &NodeRef,
+    step: impl StepFn + 'static,
+    at: &'static Location<'static>,
+) {
+    let mut n = node.borrow_mut();
+    let go = n.called && n.runnable();
+    if !(go && n.links.is_empty()) {
+        n.links.push_back(Link::Call(callback(step), at));
+        drop(n);
+        if go {
+            run(node.clone());
+        }
+        return;
+    }
+    let r = n.result.take().expect("runnable node has a result");
+    n.running = true;
+    drop(n);
+    let mut slot = Outcome::Done(r);
+    call(|slot: &mut Outcome| in_place(step, slot), &mut slot, at);
+    let mut n = node.borrow_mut();
+    n.running = false;
+    if settle(n, node, slot, at) && !node.borrow().links.is_empty() {
         run(node.clone());
     }
 }
@@ -661,6 +694,14 @@ mod tests {
         );
     }
 
+    fn call_add(node: &NodeRef, k: u64) {
+        add_call(
+            node,
+            move |r: Res| Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + k))),
+            here(),
+        );
+    }
+
     #[test]
     fn node_is_not_borrowed_while_a_callback_runs() {
         let node = Node::new_ref(here());
@@ -678,6 +719,41 @@ mod tests {
         );
         fire(&node, Ok(Value::new(1u64)), here()).ok().unwrap();
         assert!(!node.borrow().running);
+    }
+
+    #[test]
+    fn a_callback_added_to_a_fired_idle_node_runs_unqueued_and_unborrowed() {
+        let node = Node::fired(Ok(Value::new(1u64)), here());
+        let n2 = node.clone();
+        add_call(
+            &node,
+            move |r: Res| {
+                let n = n2.try_borrow_mut().expect("not borrowed while it runs");
+                assert!(n.running);
+                assert!(n.links.is_empty());
+                assert!(n.result.is_none());
+                drop(n);
+                Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + 1)))
+            },
+            here(),
+        );
+        assert!(!node.borrow().running);
+        call_add(&node, 10);
+        assert_eq!(take_result(&node).unwrap().ok().unwrap().take::<u64>(), 12);
+    }
+
+    #[test]
+    fn a_callback_added_to_an_unfired_or_paused_node_is_queued() {
+        let node = Node::new_ref(here());
+        call_add(&node, 1);
+        assert_eq!(node.borrow().links.len(), 1);
+        let fired = Node::fired(Ok(Value::new(0u64)), here());
+        pause(&fired);
+        call_add(&fired, 1);
+        assert_eq!(fired.borrow().links.len(), 1);
+        assert!(unpause(&fired));
+        assert!(fired.borrow().links.is_empty());
+        assert_eq!(take_result(&fired).unwrap().ok().unwrap().take::<u64>(), 1);
     }
 
     #[test]
