@@ -89,7 +89,7 @@ impl Links {
     }
 
     /// Called after a read: rewinds the queue if it is now empty.
-    #[inline]
+    #[inline(always)]
     fn advance(&mut self) {
         self.head += 1;
         if self.head == self.len {
@@ -110,8 +110,9 @@ impl Links {
         link
     }
 
-    /// Pops the next link if it is a user callback.
-    #[inline]
+    /// Pops the next link if it is a user callback. Always inlined: it is
+    /// the per-step read of the runner.
+    #[inline(always)]
     pub(crate) fn pop_call(&mut self) -> Option<(Callback, &'static Location<'static>)> {
         if self.head == self.len {
             return None;

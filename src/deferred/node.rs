@@ -293,6 +293,15 @@ impl Node {
         self.canceller = Some(c);
     }
 
+    /// After a result was stored: whether links are queued behind it.
+    fn next(&self) -> Next {
+        if self.links.is_empty() {
+            Next::Idle
+        } else {
+            Next::More
+        }
+    }
+
     /// Whether `run` would make progress on this node right now.
     fn runnable(&self) -> bool {
         self.paused == 0 && !self.waiting && !self.running && self.result.is_some()
@@ -346,7 +355,7 @@ pub(crate) fn add_call(
     call(|slot: &mut Outcome| in_place(step, slot), &mut slot, at);
     let mut n = node.borrow_mut();
     n.running = false;
-    if settle(n, node, slot, at) && !node.borrow().links.is_empty() {
+    if settle(n, node, slot, at) == Next::More {
         run(node.clone());
     }
 }
@@ -371,10 +380,24 @@ pub(crate) fn fire(
     }
     n.called = true;
     n.fired_at = Some(at);
-    n.result = Some(r);
     // The canceller is dropped on firing: it often holds what holds this node.
     let canceller = n.canceller.take();
-    let go = n.runnable();
+    if n.paused == 0 {
+        if let Some((f, f_at)) = n.links.pop_call() {
+            // The usual case: callbacks at the head of the chain. Run them
+            // now, the result going straight in; the general runner only if
+            // other links follow.
+            n.running = true;
+            drop(n);
+            drop(canceller);
+            if run_calls(node, f, f_at, r) == Next::More {
+                run(node.clone());
+            }
+            return Ok(());
+        }
+    }
+    n.result = Some(r);
+    let go = n.runnable() && !n.links.is_empty();
     drop(n);
     drop(canceller);
     if go {
@@ -495,7 +518,7 @@ pub(crate) fn run(start: NodeRef) {
                     let r = n.result.take().expect("runnable node has a result");
                     n.running = true;
                     drop(n);
-                    if !run_calls(&cur, f, at, r) {
+                    if run_calls(&cur, f, at, r) != Next::More {
                         stack.pop();
                         continue 'nodes;
                     }
@@ -551,13 +574,22 @@ fn call(f: impl FnOnce(&mut Outcome), slot: &mut Outcome, at: &'static Location<
     }
 }
 
+/// Where a node stands after the outcome of a callback was settled.
+#[derive(PartialEq, Eq)]
+enum Next {
+    /// It has its result and links are queued: the runner goes on with it.
+    More,
+    /// It has its result and nothing is queued.
+    Idle,
+    /// It waits on a Deferred that a callback returned.
+    Wait,
+}
+
 /// Runs the callback `f` of `cur` (marked running, its result taken out as
 /// `r`) and, while `cur` stays unpaused and its next link is a callback, that
 /// one too: the result stays in one local slot from one callback to the next,
-/// and the node is borrowed once per callback. Returns `false` if `cur` now
-/// waits on a Deferred returned by a callback; otherwise its result is stored
-/// again.
-fn run_calls(cur: &NodeRef, mut f: Callback, mut at: &'static Location<'static>, r: Res) -> bool {
+/// and the node is borrowed once per callback. Then settles the outcome.
+fn run_calls(cur: &NodeRef, mut f: Callback, mut at: &'static Location<'static>, r: Res) -> Next {
     let mut slot = Outcome::Done(r);
     loop {
         call(f, &mut slot, at);
@@ -577,17 +609,17 @@ fn run_calls(cur: &NodeRef, mut f: Callback, mut at: &'static Location<'static>,
 }
 
 /// Stores the outcome of a callback of `cur` (borrowed as `n`, not running).
-/// Returns `false` if `cur` now waits on a Deferred the callback returned.
+#[inline]
 fn settle(
     mut n: RefMut<'_, Node>,
     cur: &NodeRef,
     out: Outcome,
     at: &'static Location<'static>,
-) -> bool {
+) -> Next {
     match out {
         Outcome::Done(r) => {
             n.result = Some(r);
-            true
+            n.next()
         }
         Outcome::Chain(inner) => chain_to(n, cur, inner, at),
         Outcome::Taken => unreachable!("a callback leaves an outcome"),
@@ -596,35 +628,36 @@ fn settle(
 
 /// A callback of `cur` (borrowed as `n`, not running) returned the Deferred
 /// `inner`. If `inner` is ready, its result is taken over (R13: the inner
-/// keeps none, so its failure is not reported twice) and `true` is returned;
-/// if it is `cur` itself, the result is a `ChainedToSelf` failure. Otherwise
-/// `cur` waits: a CONTINUE link on `inner` hands the result over at the end of
-/// its chain (R14), and `false` is returned.
+/// keeps none, so its failure is not reported twice); if it is `cur` itself,
+/// the result is a `ChainedToSelf` failure. Otherwise `cur` waits: a CONTINUE
+/// link on `inner` hands the result over at the end of its chain (R14).
+#[inline(never)]
 fn chain_to(
     mut n: RefMut<'_, Node>,
     cur: &NodeRef,
     inner: NodeRef,
     at: &'static Location<'static>,
-) -> bool {
+) -> Next {
     if Rc::ptr_eq(&inner, cur) {
         n.result = Some(Err(Failure::with_origin(ChainedToSelf, at)));
-        return true;
+        return n.next();
     }
     let mut i = inner.borrow_mut();
-    let ready = i.called && i.runnable() && i.links.is_empty();
-    if ready {
+    let next = if i.called && i.runnable() && i.links.is_empty() {
         n.result = i.result.take();
+        n.next()
     } else {
         n.waiting = true;
         n.chained_to = Some(Rc::downgrade(&inner));
         i.links.push_back(Link::Continue(cur.clone()));
-    }
+        Next::Wait
+    };
     drop(i);
     drop(n);
     // May drop an inner nobody can fire: then `cur` simply waits forever, as
     // it must.
     drop(inner);
-    ready
+    next
 }
 
 impl Drop for Node {
