@@ -110,17 +110,20 @@ impl Value {
         if !fits::<T>() {
             return self.take_boxed();
         }
-        match self {
+        // Nothing is dropped from here on, even if the type check panics (a
+        // bug: the value leaks). That keeps unwinding code away from the hot
+        // path, which would otherwise hold the value in memory.
+        let this = ManuallyDrop::new(self);
+        match &*this {
             Value::Inline(inline) => {
                 // Same `Meta` address is the fast path; constants may be
                 // duplicated across codegen units, so fall back to the TypeId.
                 if !std::ptr::eq(inline.meta, &<T as HasMeta>::META) {
                     check_type::<T>(inline.meta);
                 }
-                let inline = ManuallyDrop::new(inline);
-                // SAFETY: `meta` says `buf` holds a `T` written by `new` (the type
-                // ids match); `inline` is never dropped (ManuallyDrop), so the `T`
-                // is moved out exactly once.
+                // SAFETY: `meta` says `buf` holds a `T` written by `new` (the
+                // type ids match); `this` is never dropped (ManuallyDrop), so
+                // the `T` is moved out exactly once.
                 unsafe { inline.buf.as_ptr().cast::<T>().read() }
             }
             Value::Boxed(_) => mismatch::<T>(),
@@ -180,7 +183,12 @@ impl Outcome {
     fn take_input(&mut self) -> Res {
         match std::mem::replace(self, Outcome::Taken) {
             Outcome::Done(r) => r,
-            _ => unreachable!("a callback is called with a result"),
+            other => {
+                // A bug; not dropping `other` keeps unwinding code (which
+                // would hold the slot's contents in memory) off this path.
+                std::mem::forget(other);
+                unreachable!("a callback is called with a result")
+            }
         }
     }
 }
