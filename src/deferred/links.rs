@@ -3,10 +3,11 @@
 //! Owns `Links`. A chain is typically filled, then drained, and only then
 //! extended again, so the queue is a sequence of slots written at `len` and
 //! read at `head`, rewound to the start whenever it runs empty: no wrapping
-//! arithmetic on either side. Slots `0..INLINE_LINKS` are in the node; later
-//! ones in a vector that reserves [`FIRST_SPILL`] slots when first needed, so
-//! a chain of up to 4 links allocates nothing and one of up to 20 allocates
-//! once. If links keep arriving while the queue is read (a callback that adds
+//! arithmetic on either side. Slots `0..INLINE_LINKS` are in the node (most
+//! Deferreds never queue more than one or two links: one to a list, a
+//! CONTINUE marker); later ones in a vector that reserves [`FIRST_SPILL`]
+//! slots when first needed, then doubles, so a chain of up to 10 links
+//! allocates once besides its node. If links keep arriving while the queue is read (a callback that adds
 //! to its own chain), the read slots are reclaimed once they are at least half,
 //! so the queue holds only the live links.
 //! Tests: below; behaviour through tests/deferred_*.rs.
@@ -15,14 +16,14 @@ use super::node::{Callback, Link};
 use std::panic::Location;
 
 /// Slots stored inside the node.
-pub(crate) const INLINE_LINKS: usize = 4;
+pub(crate) const INLINE_LINKS: usize = 2;
 /// Room reserved by the first spill to the heap.
-const FIRST_SPILL: usize = 16;
+const FIRST_SPILL: usize = 8;
 
 /// A FIFO of links: slots `head..len` are queued, slots before `head` read.
 pub(crate) struct Links {
-    head: usize,
-    len: usize,
+    head: u32,
+    len: u32,
     inline: [Option<Link>; INLINE_LINKS],
     /// Slots `INLINE_LINKS..`; its length is `len - INLINE_LINKS` when `len`
     /// is past the inline slots, else it is empty.
@@ -48,11 +49,12 @@ impl Links {
     /// Number of queued links.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.len - self.head
+        (self.len - self.head) as usize
     }
 
-    #[inline]
-    fn slot(&mut self, i: usize) -> &mut Option<Link> {
+    #[inline(always)]
+    fn slot(&mut self, i: u32) -> &mut Option<Link> {
+        let i = i as usize;
         match self.inline.get_mut(i) {
             Some(slot) => slot,
             None => &mut self.spilled[i - INLINE_LINKS],
@@ -61,11 +63,11 @@ impl Links {
 
     #[inline]
     pub(crate) fn push_back(&mut self, link: Link) {
-        if self.len >= INLINE_LINKS && self.spilled.len() == self.spilled.capacity() {
+        if self.len as usize >= INLINE_LINKS && self.spilled.len() == self.spilled.capacity() {
             self.make_room();
         }
-        if self.len < INLINE_LINKS {
-            self.inline[self.len] = Some(link);
+        if (self.len as usize) < INLINE_LINKS {
+            self.inline[self.len as usize] = Some(link);
         } else {
             self.spilled.push(Some(link));
         }
@@ -81,7 +83,9 @@ impl Links {
             for link in queued {
                 self.push_back(link);
             }
-            debug_assert!(self.len < INLINE_LINKS || self.spilled.len() < self.spilled.capacity());
+            debug_assert!(
+                (self.len as usize) < INLINE_LINKS || self.spilled.len() < self.spilled.capacity()
+            );
         } else {
             self.spilled
                 .reserve(FIRST_SPILL.max(self.spilled.capacity()));
@@ -143,7 +147,7 @@ impl Links {
 
     /// Removes and returns every queued link, in order.
     pub(crate) fn take_all(&mut self) -> impl Iterator<Item = Link> {
-        let mut out = Vec::with_capacity(self.len - self.head);
+        let mut out = Vec::with_capacity((self.len - self.head) as usize);
         while let Some(link) = self.pop_front() {
             out.push(link);
         }
