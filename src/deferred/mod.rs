@@ -424,6 +424,12 @@ impl<T: 'static> Deferred<T> {
         CancelHandle(Rc::downgrade(&self.node))
     }
 
+    /// Whether the Deferred has fired and is idle with nothing queued: a
+    /// callback added now runs at once.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.node.borrow().is_ready()
+    }
+
     /// The untyped node (for helpers in this module tree).
     pub(crate) fn weak_node(&self) -> WeakNode {
         Rc::downgrade(&self.node)

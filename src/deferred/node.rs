@@ -310,6 +310,11 @@ impl Node {
         }
     }
 
+    /// Fired and idle with nothing queued: a callback added now runs at once.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.called && self.runnable() && self.links.is_empty()
+    }
+
     /// Whether `run` would make progress on this node right now.
     fn runnable(&self) -> bool {
         self.paused == 0 && !self.waiting && !self.running && self.result.is_some()
@@ -438,7 +443,7 @@ pub(crate) fn unpause(node: &NodeRef) -> bool {
 /// Takes the final result of a fired, idle node with nothing left to run.
 pub(crate) fn take_result(node: &NodeRef) -> Option<Res> {
     let mut n = node.borrow_mut();
-    if n.called && n.runnable() && n.links.is_empty() {
+    if n.is_ready() {
         n.result.take()
     } else {
         None
@@ -651,7 +656,7 @@ fn chain_to(
         return n.next();
     }
     let mut i = inner.borrow_mut();
-    let next = if i.called && i.runnable() && i.links.is_empty() {
+    let next = if i.is_ready() {
         n.result = i.result.take();
         n.next()
     } else {
