@@ -86,9 +86,10 @@ impl Links {
             debug_assert!(
                 (self.len as usize) < INLINE_LINKS || self.spilled.len() < self.spilled.capacity()
             );
+        } else if self.spilled.capacity() == 0 {
+            self.spilled = Vec::with_capacity(FIRST_SPILL);
         } else {
-            self.spilled
-                .reserve(FIRST_SPILL.max(self.spilled.capacity()));
+            self.spilled.reserve(self.spilled.capacity());
         }
     }
 
