@@ -7,16 +7,16 @@
 //! Deferreds never queue more than one or two links: one to a list, a
 //! CONTINUE marker); later ones in a vector that reserves [`FIRST_SPILL`]
 //! slots when first needed, then doubles, so a chain of up to 10 links
-//! allocates once besides its node. If links keep arriving while the queue is read (a callback that adds
-//! to its own chain), the read slots are reclaimed once they are at least half,
-//! so the queue holds only the live links.
+//! allocates once besides its node. If links keep arriving while the queue is
+//! read (a callback that adds to its own chain), the read slots are reclaimed
+//! once they are at least half, so the queue holds only the live links.
 //! Tests: below; behaviour through tests/deferred_*.rs.
 
 use super::node::{Callback, Link};
 use std::panic::Location;
 
 /// Slots stored inside the node.
-pub(crate) const INLINE_LINKS: usize = 2;
+const INLINE_LINKS: usize = 2;
 /// Room reserved by the first spill to the heap.
 const FIRST_SPILL: usize = 8;
 

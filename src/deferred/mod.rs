@@ -290,7 +290,8 @@ impl<T: 'static> Deferred<T> {
         (d, r)
     }
 
-    /// Appends the link running `step`.
+    /// Adds `step` to the chain (it runs at once if the Deferred has fired
+    /// and is idle, Twisted's R4).
     #[inline]
     fn push(self, step: impl StepFn + 'static, at: &'static Location<'static>) -> NodeRef {
         node::add_call(&self.node, step, at);
