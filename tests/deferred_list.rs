@@ -178,6 +178,60 @@ fn cancelling_the_list_cancels_every_input() {
     assert!(l.result().unwrap().unwrap_err().check::<Cancelled>());
 }
 
+/// R41, R30: cancelling the list reaches every input that can still be
+/// cancelled, whatever state it was in when the list was built: unfired, fired
+/// but waiting on a Deferred its callback returned (the inner one is
+/// cancelled), or fired but paused. Inputs that had fired and recorded are left
+/// alone.
+#[test]
+fn cancelling_the_list_reaches_pending_waiting_and_paused_inputs() {
+    let hits = Rc::new(RefCell::new(Vec::new()));
+    let canceller = |name: &'static str| {
+        let h = hits.clone();
+        move |_: &_| h.borrow_mut().push(name)
+    };
+    let (unfired, _ur) = Deferred::<u8>::with_canceller(canceller("unfired"));
+    let (inner, _ir) = Deferred::<u8>::with_canceller(canceller("inner"));
+    let waiting = succeed(0u8).add_callback(move |_| inner);
+    assert!(waiting.is_paused());
+    let (paused, pr) = Deferred::<u8>::new();
+    paused.pause();
+    pr.callback(3).unwrap();
+    let l = DeferredList::new(vec![succeed(1), unfired, waiting, paused, succeed(2)]).build();
+    assert!(!l.is_called());
+    l.cancel();
+    assert_eq!(*hits.borrow(), ["unfired", "inner"]);
+    // The paused input has fired, so cancelling it changes nothing; it has not
+    // recorded, so the list is then cancelled itself (R26).
+    assert!(l.result().unwrap().unwrap_err().check::<Cancelled>());
+}
+
+/// R37: with fire_on_one_callback, failures stored before the first success
+/// are delivered nowhere: they are reported when the list fires, with the
+/// creation site of their input.
+#[test]
+fn fire_on_one_callback_reports_stored_failures_with_their_input_site() {
+    util::logs();
+    let line = line!() + 1;
+    let a = fail::<u8>(Failure::msg("stored-before-first"));
+    let (b, br) = Deferred::<u8>::new();
+    let l = DeferredList::new(vec![a, b])
+        .fire_on_one_callback(true)
+        .build();
+    br.callback(5).unwrap();
+    assert!(matches!(
+        l.result().unwrap().unwrap(),
+        ListResult::First { index: 1, value: 5 }
+    ));
+    let logged: Vec<_> = util::logs()
+        .mine()
+        .into_iter()
+        .filter(|r| r.message.contains("stored-before-first"))
+        .collect();
+    assert_eq!(logged.len(), 1);
+    assert!(logged[0].message.contains(&format!("{}:{line}:", file!())));
+}
+
 /// R41: cancel with every input cancellable fires the list with their Cancelled
 /// failures (delivered, hence consumed); cancel after firing does nothing.
 #[test]

@@ -60,9 +60,11 @@ pub struct DeferredList<T> {
 
 struct State<T> {
     results: Vec<Option<Result<T, Failure>>>,
+    /// Each input's creation site, if failures may need reporting here.
     created: Vec<&'static Location<'static>>,
     remaining: usize,
     resolver: Option<Resolver<ListResult<T>>>,
+    /// The inputs that could still be cancelled when the list was built.
     inputs: Vec<WeakNode>,
     fire_on_one_callback: bool,
     fire_on_one_errback: bool,
@@ -102,12 +104,29 @@ impl<T: 'static> DeferredList<T> {
     #[track_caller]
     pub fn build(self) -> Deferred<ListResult<T>> {
         let n = self.inputs.len();
+        // Creation sites are only reported when a `First` result leaves
+        // stored failures undelivered.
+        let created = if self.fire_on_one_callback && !self.consume_errors {
+            self.inputs.iter().map(Deferred::created_at).collect()
+        } else {
+            Vec::new()
+        };
+        // An input that has fired and is idle records its result at once
+        // below, and then its chain is over (its handle is consumed here):
+        // cancelling it could do nothing, so it is not kept for `cancel`, and
+        // its node is freed as soon as it has recorded.
+        let inputs = self
+            .inputs
+            .iter()
+            .filter(|d| !d.is_ready())
+            .map(Deferred::weak_node)
+            .collect();
         let state = Rc::new(RefCell::new(State {
             results: (0..n).map(|_| None).collect(),
-            created: self.inputs.iter().map(Deferred::created_at).collect(),
+            created,
             remaining: n,
             resolver: None,
-            inputs: self.inputs.iter().map(Deferred::weak_node).collect(),
+            inputs,
             fire_on_one_callback: self.fire_on_one_callback,
             fire_on_one_errback: self.fire_on_one_errback,
             consume_errors: self.consume_errors,

@@ -50,6 +50,7 @@
 
 pub mod errors;
 pub mod failure;
+mod links;
 pub mod list;
 pub mod lock;
 mod node;
@@ -67,7 +68,7 @@ pub use queue::DeferredQueue;
 pub use task::{defer_later, LoopingCall};
 
 use crate::Failure;
-use node::{Link, Node, NodeRef, Outcome, Res, Value, WeakNode};
+use node::{Node, NodeRef, Outcome, Res, StepFn, Value, WeakNode};
 use std::fmt;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -183,6 +184,74 @@ fn outcome<R: IntoStep>(r: R) -> Outcome {
     }
 }
 
+// The steps of `add_callback` (and `map`), `add_errback`, `add_callbacks`
+// and `add_both`: types rather than closures, so that `run` can be always
+// inlined (see `node::StepFn`).
+
+struct OnValue<T, F>(F, PhantomData<fn(T)>);
+
+impl<T: 'static, R: IntoStep, F: FnOnce(T) -> R> StepFn for OnValue<T, F> {
+    #[inline(always)]
+    fn run(self, r: Res) -> Outcome {
+        match r {
+            Ok(v) => outcome((self.0)(v.take::<T>())),
+            Err(e) => Outcome::Done(Err(e)),
+        }
+    }
+}
+
+struct Map<T, F>(F, PhantomData<fn(T)>);
+
+impl<T: 'static, U: 'static, F: FnOnce(T) -> U> StepFn for Map<T, F> {
+    #[inline(always)]
+    fn run(self, r: Res) -> Outcome {
+        match r {
+            Ok(v) => Outcome::Done(Ok(Value::new((self.0)(v.take::<T>())))),
+            Err(e) => Outcome::Done(Err(e)),
+        }
+    }
+}
+
+struct OnFailure<F>(F);
+
+impl<R: IntoStep, F: FnOnce(Failure) -> R> StepFn for OnFailure<F> {
+    #[inline(always)]
+    fn run(self, r: Res) -> Outcome {
+        match r {
+            Ok(v) => Outcome::Done(Ok(v)),
+            Err(e) => outcome((self.0)(e)),
+        }
+    }
+}
+
+struct OnEither<T, F, G>(F, G, PhantomData<fn(T)>);
+
+impl<T, R, E, F, G> StepFn for OnEither<T, F, G>
+where
+    T: 'static,
+    R: IntoStep,
+    E: IntoStep<Output = R::Output>,
+    F: FnOnce(T) -> R,
+    G: FnOnce(Failure) -> E,
+{
+    #[inline(always)]
+    fn run(self, r: Res) -> Outcome {
+        match r {
+            Ok(v) => outcome((self.0)(v.take::<T>())),
+            Err(e) => outcome((self.1)(e)),
+        }
+    }
+}
+
+struct OnBoth<T, F>(F, PhantomData<fn(T)>);
+
+impl<T: 'static, R: IntoStep, F: FnOnce(Result<T, Failure>) -> R> StepFn for OnBoth<T, F> {
+    #[inline(always)]
+    fn run(self, r: Res) -> Outcome {
+        outcome((self.0)(r.map(Value::take::<T>)))
+    }
+}
+
 impl<T: 'static> Deferred<T> {
     fn from_node(node: NodeRef) -> Deferred<T> {
         Deferred {
@@ -221,9 +290,11 @@ impl<T: 'static> Deferred<T> {
         (d, r)
     }
 
+    /// Adds `step` to the chain (it runs at once if the Deferred has fired
+    /// and is idle, Twisted's R4).
     #[inline]
-    fn push(self, f: node::Callback, at: &'static Location<'static>) -> NodeRef {
-        node::add_link(&self.node, Link::Call(f, at));
+    fn push(self, step: impl StepFn + 'static, at: &'static Location<'static>) -> NodeRef {
+        node::add_call(&self.node, step, at);
         self.node
     }
 
@@ -235,11 +306,8 @@ impl<T: 'static> Deferred<T> {
         self,
         f: impl FnOnce(T) -> R + 'static,
     ) -> Deferred<R::Output> {
-        let cb: node::Callback = Box::new(move |r: Res| match r {
-            Ok(v) => outcome(f(v.take::<T>())),
-            Err(e) => Outcome::Done(Err(e)),
-        });
-        Deferred::from_node(self.push(cb, Location::caller()))
+        let step = OnValue(f, PhantomData);
+        Deferred::from_node(self.push(step, Location::caller()))
     }
 
     /// Appends an errback (values pass through); it may recover with `Ok`.
@@ -249,11 +317,8 @@ impl<T: 'static> Deferred<T> {
         self,
         f: impl FnOnce(Failure) -> R + 'static,
     ) -> Deferred<T> {
-        let cb: node::Callback = Box::new(move |r: Res| match r {
-            Ok(v) => Outcome::Done(Ok(v)),
-            Err(e) => outcome(f(e)),
-        });
-        Deferred::from_node(self.push(cb, Location::caller()))
+        let step = OnFailure(f);
+        Deferred::from_node(self.push(step, Location::caller()))
     }
 
     /// Appends one (callback, errback) pair: exactly one of them runs.
@@ -264,11 +329,8 @@ impl<T: 'static> Deferred<T> {
         cb: impl FnOnce(T) -> R + 'static,
         eb: impl FnOnce(Failure) -> E + 'static,
     ) -> Deferred<R::Output> {
-        let f: node::Callback = Box::new(move |r: Res| match r {
-            Ok(v) => outcome(cb(v.take::<T>())),
-            Err(e) => outcome(eb(e)),
-        });
-        Deferred::from_node(self.push(f, Location::caller()))
+        let step = OnEither(cb, eb, PhantomData);
+        Deferred::from_node(self.push(step, Location::caller()))
     }
 
     /// Appends `f` as both callback and errback (Twisted's `addBoth`).
@@ -278,19 +340,16 @@ impl<T: 'static> Deferred<T> {
         self,
         f: impl FnOnce(Result<T, Failure>) -> R + 'static,
     ) -> Deferred<R::Output> {
-        let cb: node::Callback = Box::new(move |r: Res| outcome(f(r.map(Value::take::<T>))));
-        Deferred::from_node(self.push(cb, Location::caller()))
+        let step = OnBoth(f, PhantomData);
+        Deferred::from_node(self.push(step, Location::caller()))
     }
 
     /// Appends an infallible callback: shorthand for `add_callback(|v| Ok(f(v)))`.
     #[track_caller]
     #[inline]
     pub fn map<U: 'static>(self, f: impl FnOnce(T) -> U + 'static) -> Deferred<U> {
-        let cb: node::Callback = Box::new(move |r: Res| match r {
-            Ok(v) => Outcome::Done(Ok(Value::new(f(v.take::<T>())))),
-            Err(e) => Outcome::Done(Err(e)),
-        });
-        Deferred::from_node(self.push(cb, Location::caller()))
+        let step = Map(f, PhantomData);
+        Deferred::from_node(self.push(step, Location::caller()))
     }
 
     /// Stops the chain from running until a matching [`unpause`](Self::unpause);
@@ -364,6 +423,12 @@ impl<T: 'static> Deferred<T> {
     /// without keeping it alive.
     pub(crate) fn cancel_handle(&self) -> CancelHandle {
         CancelHandle(Rc::downgrade(&self.node))
+    }
+
+    /// Whether the Deferred has fired and is idle with nothing queued: a
+    /// callback added now runs at once.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.node.borrow().is_ready()
     }
 
     /// The untyped node (for helpers in this module tree).

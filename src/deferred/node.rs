@@ -2,22 +2,32 @@
 //! `Deferred<T>` and `Resolver<T>` handles, and the iterative chain runner.
 //!
 //! Owns `Node`, `Link`, `Outcome`, `Value` and the functions that fire, run,
-//! pause, cancel and drop nodes. The typed layer (`mod.rs`) guarantees that every
-//! `Value` is taken out as the type it was put in. Tests: below (invariants) and
-//! tests/deferred_*.rs (behaviour).
+//! pause, cancel and drop nodes; the link queue is `links.rs`. The typed layer
+//! (`mod.rs`) guarantees that every `Value` is taken out as the type it was put
+//! in. Tests: below (invariants) and tests/deferred_*.rs (behaviour).
 //!
 //! Rules kept here:
 //! - the `RefCell` is never borrowed while user code runs: a link and the result
 //!   are taken out, the borrow released, the callback called, the node re-borrowed;
 //! - running is iterative (see [`run`]), so neither deep waiting chains, nor
 //!   `chain_deferred` chains, nor their drops, grow the native stack.
+//!
+//! The hot path, and why it looks the way it does (each measured with
+//! callgrind): `fire` runs the callbacks at the head of a chain itself
+//! ([`run_calls`]), and [`run`] only takes over for CONTINUE/FORWARD links; a
+//! callback added to a fired, idle node runs at once without a link
+//! ([`add_call`]). Between consecutive callbacks the result stays in one local
+//! slot (`Outcome`) that each callback reads its input from and writes its
+//! outcome to; the node holds no result meanwhile and is marked running, so
+//! nobody can tell. Code on that path has no panicking branch while it owns a
+//! value: a cleanup pad would pin the value to the stack (see `Value::take`).
 
 use super::errors::{AlreadyCalled, Cancelled, ChainedToSelf};
+use super::links::Links;
 use crate::Failure;
 use smallvec::SmallVec;
 use std::any::{Any, TypeId};
-use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::cell::{RefCell, RefMut};
 use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
@@ -28,8 +38,11 @@ pub(crate) type NodeRef = Rc<RefCell<Node>>;
 pub(crate) type WeakNode = Weak<RefCell<Node>>;
 /// A type-erased result.
 pub(crate) type Res = Result<Value, Failure>;
-/// One link's code: handles both halves of a (callback, errback) pair.
-pub(crate) type Callback = Box<dyn FnOnce(Res) -> Outcome>;
+/// One link's code: handles both halves of a (callback, errback) pair. It
+/// takes its input from the slot (`Outcome::Done`) and leaves its outcome
+/// there, so the result stays in one place from one callback to the next
+/// (made by [`callback`]).
+pub(crate) type Callback = Box<dyn FnOnce(&mut Outcome)>;
 /// A canceller, called with the node it cancels.
 pub(crate) type Canceller = Box<dyn FnOnce(&NodeRef)>;
 
@@ -76,16 +89,19 @@ unsafe fn drop_as<T>(p: *mut u8) {
     unsafe { std::ptr::drop_in_place(p.cast::<T>()) }
 }
 
+/// Whether a `T` is stored inline (decided at compile time).
+const fn fits<T>() -> bool {
+    size_of::<T>() <= size_of::<[usize; INLINE_WORDS]>() && align_of::<T>() <= align_of::<usize>()
+}
+
 impl Value {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new<T: 'static>(v: T) -> Value {
-        if size_of::<T>() <= size_of::<[usize; INLINE_WORDS]>()
-            && align_of::<T>() <= align_of::<usize>()
-        {
+        if fits::<T>() {
             let mut buf = MaybeUninit::<[usize; INLINE_WORDS]>::uninit();
             // SAFETY: `buf` is large enough for a `T` and aligned for `usize`,
-            // hence for `T` (checked just above); it is uninitialised, so writing
-            // does not leak anything. `meta` records that it now holds a `T`.
+            // hence for `T` (`fits`); it is uninitialised, so writing does not
+            // leak anything. `meta` records that it now holds a `T`.
             unsafe { buf.as_mut_ptr().cast::<T>().write(v) };
             Value::Inline(Inline {
                 buf,
@@ -97,28 +113,50 @@ impl Value {
         }
     }
 
-    #[inline]
+    /// Always inlined: every step takes its input with it, and the check is
+    /// one comparison of `Meta` addresses in the common case.
+    #[inline(always)]
     pub(crate) fn take<T: 'static>(self) -> T {
-        match self {
+        if !fits::<T>() {
+            return self.take_boxed();
+        }
+        // Nothing is dropped from here on, even if the type check panics (a
+        // bug: the value leaks). That keeps unwinding code away from the hot
+        // path, which would otherwise hold the value in memory.
+        let this = ManuallyDrop::new(self);
+        match &*this {
             Value::Inline(inline) => {
-                let meta: &'static Meta = &<T as HasMeta>::META;
                 // Same `Meta` address is the fast path; constants may be
                 // duplicated across codegen units, so fall back to the TypeId.
-                if !std::ptr::eq(inline.meta, meta) && (inline.meta.type_id)() != TypeId::of::<T>()
-                {
-                    mismatch::<T>();
+                if !std::ptr::eq(inline.meta, &<T as HasMeta>::META) {
+                    check_type::<T>(inline.meta);
                 }
-                let inline = ManuallyDrop::new(inline);
-                // SAFETY: `meta` says `buf` holds a `T` written by `new` (the type
-                // ids match); `inline` is never dropped (ManuallyDrop), so the `T`
-                // is moved out exactly once.
+                // SAFETY: `meta` says `buf` holds a `T` written by `new` (the
+                // type ids match); `this` is never dropped (ManuallyDrop), so
+                // the `T` is moved out exactly once.
                 unsafe { inline.buf.as_ptr().cast::<T>().read() }
             }
+            Value::Boxed(_) => mismatch::<T>(),
+        }
+    }
+
+    fn take_boxed<T: 'static>(self) -> T {
+        match self {
             Value::Boxed(b) => match b.downcast::<T>() {
                 Ok(b) => *b,
                 Err(_) => mismatch::<T>(),
             },
+            Value::Inline(_) => mismatch::<T>(),
         }
+    }
+}
+
+/// The slow half of the type check in [`Value::take`].
+#[cold]
+#[inline(never)]
+fn check_type<T: 'static>(meta: &Meta) {
+    if (meta.type_id)() != TypeId::of::<T>() {
+        mismatch::<T>();
     }
 }
 
@@ -139,12 +177,62 @@ impl Drop for Inline {
     }
 }
 
-/// What a link's callback produced.
+/// What a link's callback produced; also the slot its input is passed in.
 pub(crate) enum Outcome {
     /// A plain result: continue with it.
     Done(Res),
     /// A Deferred: take its result, or wait for it.
     Chain(NodeRef),
+    /// Nothing: the input was taken and no outcome written (yet).
+    Taken,
+}
+
+impl Outcome {
+    /// The result a callback is called with.
+    #[inline]
+    fn take_input(&mut self) -> Res {
+        match std::mem::replace(self, Outcome::Taken) {
+            Outcome::Done(r) => r,
+            other => {
+                // A bug; not dropping `other` keeps unwinding code (which
+                // would hold the slot's contents in memory) off this path.
+                std::mem::forget(other);
+                unreachable!("a callback is called with a result")
+            }
+        }
+    }
+}
+
+/// What a callback does with its input: maps a result to an outcome.
+///
+/// A step runs either boxed in a link or directly (see [`add_call`]), so its
+/// body has two call sites; implementations mark `run` `#[inline(always)]` so
+/// that both fold the user's function in (a closure there is not inlined).
+pub(crate) trait StepFn {
+    fn run(self, r: Res) -> Outcome;
+}
+
+impl<F: FnOnce(Res) -> Outcome> StepFn for F {
+    #[inline(always)]
+    fn run(self, r: Res) -> Outcome {
+        self(r)
+    }
+}
+
+/// Makes a link's code from a step.
+#[inline]
+pub(crate) fn callback(step: impl StepFn + 'static) -> Callback {
+    Box::new(move |slot: &mut Outcome| in_place(step, slot))
+}
+
+/// Runs `step` on the result in `slot`, leaving its outcome there.
+#[inline(always)]
+fn in_place(step: impl StepFn, slot: &mut Outcome) {
+    let r = slot.take_input();
+    let out = step.run(r);
+    // The slot holds `Taken`, which owns nothing: overwrite it without the
+    // drop call an assignment would compile to.
+    std::mem::forget(std::mem::replace(slot, out));
 }
 
 /// One entry of a chain.
@@ -159,7 +247,7 @@ pub(crate) enum Link {
 
 /// The state of one chain (Twisted's Deferred instance).
 pub(crate) struct Node {
-    links: VecDeque<Link>,
+    links: Links,
     /// The current result; `None` before firing, while a callback runs, while
     /// waiting on an inner Deferred, or after the result was moved away.
     result: Option<Res>,
@@ -181,7 +269,7 @@ pub(crate) struct Node {
 impl Node {
     pub(crate) fn new_ref(created_at: &'static Location<'static>) -> NodeRef {
         Rc::new(RefCell::new(Node {
-            links: VecDeque::new(),
+            links: Links::new(),
             result: None,
             called: false,
             running: false,
@@ -223,6 +311,20 @@ impl Node {
         self.canceller = Some(c);
     }
 
+    /// After a result was stored: whether links are queued behind it.
+    fn next(&self) -> Next {
+        if self.links.is_empty() {
+            Next::Idle
+        } else {
+            Next::More
+        }
+    }
+
+    /// Fired and idle with nothing queued: a callback added now runs at once.
+    pub(crate) fn is_ready(&self) -> bool {
+        self.called && self.runnable() && self.links.is_empty()
+    }
+
     /// Whether `run` would make progress on this node right now.
     fn runnable(&self) -> bool {
         self.paused == 0 && !self.waiting && !self.running && self.result.is_some()
@@ -249,6 +351,38 @@ pub(crate) fn add_link(node: &NodeRef, link: Link) {
     }
 }
 
+/// Adds a user callback to the chain. If the node has fired and is idle (not
+/// paused, waiting or running, nothing queued), `step` runs at once, unboxed
+/// and without a link: what `add_link` followed by [`run`] would do, minus the
+/// link. Callbacks the step adds to this chain meanwhile run after it.
+#[inline]
+pub(crate) fn add_call(
+    node: &NodeRef,
+    step: impl StepFn + 'static,
+    at: &'static Location<'static>,
+) {
+    let mut n = node.borrow_mut();
+    let go = n.called && n.runnable();
+    if !(go && n.links.is_empty()) {
+        n.links.push_back(Link::Call(callback(step), at));
+        drop(n);
+        if go {
+            run(node.clone());
+        }
+        return;
+    }
+    let r = n.result.take().expect("runnable node has a result");
+    n.running = true;
+    drop(n);
+    let mut slot = Outcome::Done(r);
+    call(|slot: &mut Outcome| in_place(step, slot), &mut slot, at);
+    let mut n = node.borrow_mut();
+    n.running = false;
+    if settle(n, node, slot, at) == Next::More {
+        run(node.clone());
+    }
+}
+
 /// Fires `node` with `r`. A refused fire hands `r` back with the error (the
 /// caller decides whether to drop it or to give it to someone else).
 pub(crate) fn fire(
@@ -269,10 +403,24 @@ pub(crate) fn fire(
     }
     n.called = true;
     n.fired_at = Some(at);
-    n.result = Some(r);
     // The canceller is dropped on firing: it often holds what holds this node.
     let canceller = n.canceller.take();
-    let go = n.runnable();
+    if n.paused == 0 {
+        if let Some((f, f_at)) = n.links.pop_call() {
+            // The usual case: callbacks at the head of the chain. Run them
+            // now, the result going straight in; the general runner only if
+            // other links follow.
+            n.running = true;
+            drop(n);
+            drop(canceller);
+            if run_calls(node, f, f_at, r) == Next::More {
+                run(node.clone());
+            }
+            return Ok(());
+        }
+    }
+    n.result = Some(r);
+    let go = n.runnable() && !n.links.is_empty();
     drop(n);
     drop(canceller);
     if go {
@@ -305,7 +453,7 @@ pub(crate) fn unpause(node: &NodeRef) -> bool {
 /// Takes the final result of a fired, idle node with nothing left to run.
 pub(crate) fn take_result(node: &NodeRef) -> Option<Res> {
     let mut n = node.borrow_mut();
-    if n.called && n.runnable() && n.links.is_empty() {
+    if n.is_ready() {
         n.result.take()
     } else {
         None
@@ -393,37 +541,9 @@ pub(crate) fn run(start: NodeRef) {
                     let r = n.result.take().expect("runnable node has a result");
                     n.running = true;
                     drop(n);
-                    let out = match catch_unwind(AssertUnwindSafe(move || f(r))) {
-                        Ok(out) => out,
-                        Err(p) => Outcome::Done(Err(Failure::from_panic(p, at))),
-                    };
-                    let mut n = cur.borrow_mut();
-                    n.running = false;
-                    match out {
-                        Outcome::Done(r) => n.result = Some(r),
-                        Outcome::Chain(inner) if Rc::ptr_eq(&inner, &cur) => {
-                            n.result = Some(Err(Failure::with_origin(ChainedToSelf, at)));
-                        }
-                        Outcome::Chain(inner) => {
-                            let mut i = inner.borrow_mut();
-                            if i.called && i.runnable() && i.links.is_empty() {
-                                // R13: steal the ready result (the inner keeps none,
-                                // so its failure is not reported twice).
-                                n.result = i.result.take();
-                            } else {
-                                // R14: wait; the inner hands over at its chain's end.
-                                n.waiting = true;
-                                n.chained_to = Some(Rc::downgrade(&inner));
-                                i.links.push_back(Link::Continue(cur.clone()));
-                                drop(i);
-                                drop(n);
-                                // May drop an inner nobody can fire: then the
-                                // outer simply waits forever, as it must.
-                                drop(inner);
-                                stack.pop();
-                                continue 'nodes;
-                            }
-                        }
+                    if run_calls(&cur, f, at, r) != Next::More {
+                        stack.pop();
+                        continue 'nodes;
                     }
                 }
                 Link::Continue(waiter) => {
@@ -468,6 +588,101 @@ pub(crate) fn run(start: NodeRef) {
     }
 }
 
+/// Calls one callback on the result in `slot`, leaving its outcome there; a
+/// panic becomes a failure whose origin is `at`.
+#[inline(always)]
+fn call(f: impl FnOnce(&mut Outcome), slot: &mut Outcome, at: &'static Location<'static>) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(slot))) {
+        *slot = Outcome::Done(Err(Failure::from_panic(p, at)));
+    }
+}
+
+/// Where a node stands after the outcome of a callback was settled.
+#[derive(PartialEq, Eq)]
+enum Next {
+    /// It has its result and links are queued: the runner goes on with it.
+    More,
+    /// It has its result and nothing is queued.
+    Idle,
+    /// It waits on a Deferred that a callback returned.
+    Wait,
+}
+
+/// Runs the callback `f` of `cur` (marked running, its result taken out as
+/// `r`) and, while `cur` stays unpaused and its next link is a callback, that
+/// one too: the result stays in one local slot from one callback to the next,
+/// and the node is borrowed once per callback. Then settles the outcome.
+fn run_calls(cur: &NodeRef, mut f: Callback, mut at: &'static Location<'static>, r: Res) -> Next {
+    let mut slot = Outcome::Done(r);
+    loop {
+        call(f, &mut slot, at);
+        let mut n = cur.borrow_mut();
+        if let Outcome::Done(_) = slot {
+            if n.paused == 0 {
+                if let Some((g, g_at)) = n.links.pop_call() {
+                    drop(n);
+                    (f, at) = (g, g_at);
+                    continue;
+                }
+            }
+        }
+        n.running = false;
+        return settle(n, cur, slot, at);
+    }
+}
+
+/// Stores the outcome of a callback of `cur` (borrowed as `n`, not running).
+#[inline]
+fn settle(
+    mut n: RefMut<'_, Node>,
+    cur: &NodeRef,
+    out: Outcome,
+    at: &'static Location<'static>,
+) -> Next {
+    match out {
+        Outcome::Done(r) => {
+            n.result = Some(r);
+            n.next()
+        }
+        Outcome::Chain(inner) => chain_to(n, cur, inner, at),
+        Outcome::Taken => unreachable!("a callback leaves an outcome"),
+    }
+}
+
+/// A callback of `cur` (borrowed as `n`, not running) returned the Deferred
+/// `inner`. If `inner` is ready, its result is taken over (R13: the inner
+/// keeps none, so its failure is not reported twice); if it is `cur` itself,
+/// the result is a `ChainedToSelf` failure. Otherwise `cur` waits: a CONTINUE
+/// link on `inner` hands the result over at the end of its chain (R14).
+#[inline(never)]
+fn chain_to(
+    mut n: RefMut<'_, Node>,
+    cur: &NodeRef,
+    inner: NodeRef,
+    at: &'static Location<'static>,
+) -> Next {
+    if Rc::ptr_eq(&inner, cur) {
+        n.result = Some(Err(Failure::with_origin(ChainedToSelf, at)));
+        return n.next();
+    }
+    let mut i = inner.borrow_mut();
+    let next = if i.is_ready() {
+        n.result = i.result.take();
+        n.next()
+    } else {
+        n.waiting = true;
+        n.chained_to = Some(Rc::downgrade(&inner));
+        i.links.push_back(Link::Continue(cur.clone()));
+        Next::Wait
+    };
+    drop(i);
+    drop(n);
+    // May drop an inner nobody can fire: then `cur` simply waits forever, as
+    // it must.
+    drop(inner);
+    next
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
         if let Some(Err(f)) = &self.result {
@@ -484,8 +699,11 @@ impl Drop for Node {
         take_node_links(&mut self.links, &mut pending);
         while let Some(next) = pending.pop() {
             if Rc::strong_count(&next) == 1 {
-                if let Ok(mut n) = next.try_borrow_mut() {
-                    take_node_links(&mut n.links, &mut pending);
+                // The borrow ends before the links (and the callbacks they
+                // hold) are dropped.
+                let links = next.try_borrow_mut().map(|mut n| take_links(&mut n.links));
+                if let Ok(Some(links)) = links {
+                    collect_nodes(links, &mut pending);
                 }
             }
             // `next` now holds no node links: its own drop does not recurse.
@@ -494,11 +712,19 @@ impl Drop for Node {
     }
 }
 
-fn take_node_links(links: &mut VecDeque<Link>, out: &mut Vec<NodeRef>) {
-    if links.iter().all(|l| matches!(l, Link::Call(..))) {
-        return;
+/// The queued links, if any of them points to another node.
+fn take_links(links: &mut Links) -> Option<impl Iterator<Item = Link>> {
+    links.has_node_links().then(|| links.take_all())
+}
+
+fn take_node_links(links: &mut Links, out: &mut Vec<NodeRef>) {
+    if let Some(links) = take_links(links) {
+        collect_nodes(links, out);
     }
-    for link in std::mem::take(links) {
+}
+
+fn collect_nodes(links: impl Iterator<Item = Link>, out: &mut Vec<NodeRef>) {
+    for link in links {
         match link {
             Link::Continue(n) | Link::Forward(n, _) => out.push(n),
             Link::Call(..) => {}
@@ -518,9 +744,17 @@ mod tests {
         add_link(
             node,
             Link::Call(
-                Box::new(move |r: Res| Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + k)))),
+                callback(move |r: Res| Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + k)))),
                 here(),
             ),
+        );
+    }
+
+    fn call_add(node: &NodeRef, k: u64) {
+        add_call(
+            node,
+            move |r: Res| Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + k))),
+            here(),
         );
     }
 
@@ -531,7 +765,7 @@ mod tests {
         add_link(
             &node,
             Link::Call(
-                Box::new(move |r| {
+                callback(move |r| {
                     assert!(n2.try_borrow_mut().is_ok());
                     assert!(n2.borrow().running);
                     Outcome::Done(r)
@@ -544,13 +778,48 @@ mod tests {
     }
 
     #[test]
+    fn a_callback_added_to_a_fired_idle_node_runs_unqueued_and_unborrowed() {
+        let node = Node::fired(Ok(Value::new(1u64)), here());
+        let n2 = node.clone();
+        add_call(
+            &node,
+            move |r: Res| {
+                let n = n2.try_borrow_mut().expect("not borrowed while it runs");
+                assert!(n.running);
+                assert!(n.links.is_empty());
+                assert!(n.result.is_none());
+                drop(n);
+                Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + 1)))
+            },
+            here(),
+        );
+        assert!(!node.borrow().running);
+        call_add(&node, 10);
+        assert_eq!(take_result(&node).unwrap().ok().unwrap().take::<u64>(), 12);
+    }
+
+    #[test]
+    fn a_callback_added_to_an_unfired_or_paused_node_is_queued() {
+        let node = Node::new_ref(here());
+        call_add(&node, 1);
+        assert_eq!(node.borrow().links.len(), 1);
+        let fired = Node::fired(Ok(Value::new(0u64)), here());
+        pause(&fired);
+        call_add(&fired, 1);
+        assert_eq!(fired.borrow().links.len(), 1);
+        assert!(unpause(&fired));
+        assert!(fired.borrow().links.is_empty());
+        assert_eq!(take_result(&fired).unwrap().ok().unwrap().take::<u64>(), 1);
+    }
+
+    #[test]
     fn result_is_absent_while_waiting_and_pause_count_returns_to_zero() {
         let inner = Node::new_ref(here());
         let outer = Node::fired(Ok(Value::new(0u64)), here());
         let i2 = inner.clone();
         add_link(
             &outer,
-            Link::Call(Box::new(move |_| Outcome::Chain(i2)), here()),
+            Link::Call(callback(move |_| Outcome::Chain(i2)), here()),
         );
         {
             let o = outer.borrow();
