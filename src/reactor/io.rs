@@ -299,8 +299,11 @@ pub(crate) struct IoCtx<'a> {
     pub(crate) poll: Ref<'a, mio::Poll>,
 }
 
-/// The size of the loop's one read buffer, shared by every transport.
-pub(crate) const READ_BUFFER_SIZE: usize = 64 * 1024;
+/// The size of the loop's one read buffer, shared by every transport: as
+/// large as a connection's read budget per dispatch (`net::READ_BUDGET`), so a
+/// message of up to 256 KiB takes one `recv` (asyncio reads 256 KiB too).
+/// Reused, never reallocated: its size costs memory once per loop, not per read.
+pub(crate) const READ_BUFFER_SIZE: usize = 256 * 1024;
 
 /// What kind of source a key names, read before dispatching to its module.
 enum Tag {
