@@ -446,7 +446,8 @@ pub(crate) fn dispatch(lp: &Loop, key: IoKey) {
         lp: lp.clone(),
         key,
     };
-    let (proto, connecting) = {
+    // One borrow to begin: merge the readiness, take the protocol, flush.
+    let (proto, connecting, noted) = {
         let mut cx = lp.io_ctx();
         let Some(src) = cx.io.get_mut(key) else {
             return;
@@ -460,7 +461,13 @@ pub(crate) fn dispatch(lp: &Loop, key: IoKey) {
         s.read_ready |= r;
         s.read_closed |= hup;
         s.write_ready |= w;
-        (s.proto.take(), matches!(s.phase, Phase::Connecting { .. }))
+        let proto = s.proto.take();
+        let connecting = matches!(s.phase, Phase::Connecting { .. });
+        if !connecting {
+            flush(lp, &mut cx, key);
+        }
+        let noted = state(&mut cx.io, key).is_some_and(|s| s.wbuf.flow.has_note());
+        (proto, connecting, noted)
     };
     let Some(mut proto) = proto else {
         // Only a connection whose `connection_made` never ran has no protocol
@@ -477,10 +484,10 @@ pub(crate) fn dispatch(lp: &Loop, key: IoKey) {
             None => return,
         }
     }
-    flush(lp, key);
-    notes(&t, &mut proto);
+    if noted {
+        notes(&t, &mut proto);
+    }
     read(&t, &mut proto);
-    notes(&t, &mut proto);
     finish_dispatch(&t, proto);
 }
 
@@ -565,8 +572,7 @@ fn finish_connect(t: &Transport, mut proto: Box<dyn Protocol>) -> Option<Box<dyn
 }
 
 /// Writes what is buffered, if the socket is writable.
-fn flush(lp: &Loop, key: IoKey) {
-    let mut cx = lp.io_ctx();
+fn flush(lp: &Loop, cx: &mut IoCtx<'_>, key: IoKey) {
     let Some(s) = state(&mut cx.io, key) else {
         return;
     };
@@ -592,8 +598,8 @@ fn flush(lp: &Loop, key: IoKey) {
         }
     };
     match r {
-        Err(e) => close_now(lp, &mut cx, key, Some(Failure::new(e))),
-        Ok(()) => after_drain(lp, &mut cx, key),
+        Err(e) => close_now(lp, cx, key, Some(Failure::new(e))),
+        Ok(()) => after_drain(lp, cx, key),
     }
 }
 
@@ -621,7 +627,8 @@ fn notes(t: &Transport, proto: &mut Box<dyn Protocol>) {
 /// Reads up to [`READ_BUDGET`] bytes, one `data_received` per read.
 fn read(t: &Transport, proto: &mut Box<dyn Protocol>) {
     enum Step {
-        Data(usize),
+        /// `n` bytes; `more`: the socket may have more.
+        Data(usize, bool),
         Eof,
         Stop,
     }
@@ -652,7 +659,7 @@ fn read(t: &Transport, proto: &mut Box<dyn Protocol>) {
                     if n < buf.len() && !s.read_closed {
                         s.read_ready = false;
                     }
-                    Step::Data(n)
+                    Step::Data(n, s.read_ready)
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     s.read_ready = false;
@@ -666,12 +673,12 @@ fn read(t: &Transport, proto: &mut Box<dyn Protocol>) {
             }
         };
         match step {
-            Step::Data(n) => {
+            Step::Data(n, more) => {
                 if call(t, proto, |p| p.data_received(t, &buf[..n])).is_some() {
                     break;
                 }
                 budget = budget.saturating_sub(n);
-                if budget == 0 {
+                if budget == 0 || !more {
                     break;
                 }
             }
@@ -696,11 +703,12 @@ fn read(t: &Transport, proto: &mut Box<dyn Protocol>) {
     lp.put_read_buf(buf);
 }
 
-/// Delivers `connection_lost` if owed, else puts the protocol back and queues
-/// the next dispatch if there is work left (read budget spent, a note).
+/// Delivers the flow-control notes that the protocol's own calls caused, then
+/// `connection_lost` if owed; else puts the protocol back and queues the next
+/// dispatch if there is work left (read budget spent, a note from elsewhere).
 fn finish_dispatch(t: &Transport, mut proto: Box<dyn Protocol>) {
     let lp = &t.lp;
-    let reason = {
+    let reason = loop {
         let mut cx = lp.io_ctx();
         let Some(src) = cx.io.get_mut(t.key) else {
             return;
@@ -708,19 +716,23 @@ fn finish_dispatch(t: &Transport, mut proto: Box<dyn Protocol>) {
         let Kind::Stream(s) = &mut src.kind else {
             return;
         };
-        match std::mem::replace(&mut s.phase, Phase::Lost) {
-            Phase::Closed(reason) => reason,
-            phase => {
-                s.phase = phase;
-                s.proto = Some(proto);
-                let again = s.wants_dispatch();
-                src.queued = false;
-                if again {
-                    lp.queue_dispatch(&mut cx.io, t.key);
-                }
-                return;
-            }
+        if s.is_open() && s.wbuf.flow.has_note() {
+            drop(cx);
+            notes(t, &mut proto);
+            continue;
         }
+        if let Phase::Closed(reason) = &mut s.phase {
+            let reason = reason.take();
+            s.phase = Phase::Lost;
+            break reason;
+        }
+        s.proto = Some(proto);
+        let again = s.wants_dispatch();
+        src.queued = false;
+        if again {
+            lp.queue_dispatch(&mut cx.io, t.key);
+        }
+        return;
     };
     deliver_lost(t, &mut proto, reason);
     let garbage = lp.io_ctx().io.remove(t.key);

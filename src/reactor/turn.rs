@@ -23,7 +23,7 @@ impl Inner {
         let timeout = self.poll_timeout(); //   2. 0 | next deadline (≤ 24 h) | block
         self.poll(timeout)?; //                 3. the only place the loop sleeps
         self.queue_io_callbacks(); //           4. ready sources and remote calls → ready queue
-        self.queue_due_timers(Instant::now()); // 5. deadline <= now, FIFO among equals
+        self.queue_due_timers(); //             5. deadline <= now, FIFO among equals
         self.run_ready(lp); //                  6. only what was queued when this step began
         self.turns.set(self.turns.get() + 1);
         Ok(())
@@ -98,8 +98,14 @@ impl Inner {
 
     /// Step 5: every timer due by `now` moves to the ready queue, in heap
     /// order, keeping its slot so it can still be cancelled until it runs.
-    fn queue_due_timers(&self, now: Instant) {
+    /// The clock is read only if there is a timer (a loop without timers
+    /// reads it never, as before a poll that blocks).
+    fn queue_due_timers(&self) {
         let mut timers = self.timers.borrow_mut();
+        if timers.len() == 0 {
+            return;
+        }
+        let now = Instant::now();
         let mut ready = self.ready.borrow_mut();
         while let Some((id, task)) = timers.pop_due_reserved(now, |_| ready.next_seq()) {
             ready.push_timer(task, id);
