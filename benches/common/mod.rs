@@ -7,7 +7,7 @@
 //! that `scripts/bench_report.sh` draws (`svg.rs`).
 #![allow(dead_code)]
 
-
+pub mod coro;
 pub mod hist;
 pub mod svg;
 
