@@ -1,0 +1,649 @@
+//! Runs the comparison: server processes, the interleaved schedule, the
+//! measurements around each sample, and the markdown report; also the smoke
+//! that `cargo test` runs, and the server side (`echo server NAME`).
+
+use crate::client::{self, Load};
+use crate::common::{self, svg, Better};
+use crate::{servers, sys};
+use std::cell::RefCell;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+/// How a contender's server is started.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// `echo server NAME`: this binary.
+    Rust(&'static str),
+    /// `python scripts/echo_server.py MODE`.
+    Python(&'static str),
+}
+
+#[derive(Clone, Copy)]
+struct Contender {
+    label: &'static str,
+    kind: Kind,
+}
+
+const CALLBACKS: &str = "deferloop callbacks";
+const COROUTINES: &str = "deferloop coroutines";
+const TOKIO: &str = "tokio current-thread";
+const MIO: &str = "mio by hand";
+
+const CONTENDERS: [Contender; 7] = [
+    Contender {
+        label: CALLBACKS,
+        kind: Kind::Rust("deferloop"),
+    },
+    Contender {
+        label: COROUTINES,
+        kind: Kind::Rust("deferloop-coro"),
+    },
+    Contender {
+        label: TOKIO,
+        kind: Kind::Rust("tokio"),
+    },
+    Contender {
+        label: MIO,
+        kind: Kind::Rust("mio"),
+    },
+    Contender {
+        label: "asyncio protocol",
+        kind: Kind::Python("asyncio"),
+    },
+    Contender {
+        label: "uvloop protocol",
+        kind: Kind::Python("uvloop"),
+    },
+    Contender {
+        label: "Twisted protocol",
+        kind: Kind::Python("twisted"),
+    },
+];
+
+const SIZES: [usize; 3] = [1024, 10 * 1024, 100 * 1024];
+const CONNECTIONS: usize = 10;
+
+// ---- the server process -------------------------------------------------
+
+/// `echo server NAME`: prints the bound address, then serves until its
+/// standard input closes (so it never outlives the harness). Each line read
+/// from standard input is answered with `ALLOCS FREES` so far.
+pub fn serve(name: &str) -> ! {
+    std::thread::spawn(|| {
+        let stdin = io::stdin();
+        let mut line = String::with_capacity(64);
+        loop {
+            line.clear();
+            match stdin.read_line(&mut line) {
+                Ok(0) | Err(_) => std::process::exit(0),
+                Ok(_) => {
+                    let (a, f) = sys::alloc_counts();
+                    let mut out = io::stdout().lock();
+                    let _ = writeln!(out, "{a} {f}");
+                    let _ = out.flush();
+                }
+            }
+        }
+    });
+    let r = servers::run(name, |addr| {
+        let mut out = io::stdout().lock();
+        let _ = writeln!(out, "{addr}");
+        let _ = out.flush();
+    });
+    eprintln!("echo server {name}: {r:?}");
+    std::process::exit(1)
+}
+
+/// A running server process; killed when dropped.
+struct Server {
+    label: &'static str,
+    child: Child,
+    stdin: RefCell<ChildStdin>,
+    lines: Receiver<String>,
+    addr: SocketAddr,
+    counts_allocs: bool,
+    python: bool,
+}
+
+impl Server {
+    fn start(c: Contender, python: Option<&str>, cpu: Option<usize>) -> Result<Server, String> {
+        let mut cmd = match c.kind {
+            Kind::Rust(name) => {
+                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+                let mut cmd = Command::new(exe);
+                cmd.args(["server", name]);
+                cmd
+            }
+            Kind::Python(mode) => {
+                let py = python.ok_or("no Python")?;
+                let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/echo_server.py");
+                let mut cmd = Command::new(py);
+                cmd.arg(script).arg(mode);
+                cmd
+            }
+        };
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        if let Some(cpu) = cpu {
+            sys::pin_child(&mut cmd, cpu);
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("start: {e}"))?;
+        let stdout = child.stdout.take().expect("piped");
+        let stdin = child.stdin.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines.recv_timeout(Duration::from_secs(30));
+        let addr = match first {
+            Ok(l) => l
+                .trim()
+                .parse()
+                .map_err(|e| format!("bad address {l:?}: {e}"))?,
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait().ok();
+                return Err(format!("printed no address (exit: {status:?})"));
+            }
+        };
+        let s = Server {
+            label: c.label,
+            child,
+            stdin: RefCell::new(stdin),
+            lines,
+            addr,
+            counts_allocs: matches!(c.kind, Kind::Rust(_)),
+            python: matches!(c.kind, Kind::Python(_)),
+        };
+        // The first query allocates the stdio buffers it needs: outside any
+        // measured interval.
+        if s.counts_allocs {
+            s.allocs().ok_or("no answer to the allocation query")?;
+        }
+        Ok(s)
+    }
+
+    /// Allocations made by the server process so far.
+    fn allocs(&self) -> Option<u64> {
+        if !self.counts_allocs {
+            return None;
+        }
+        let mut w = self.stdin.borrow_mut();
+        writeln!(w, "stats").ok()?;
+        w.flush().ok()?;
+        let l = self.lines.recv_timeout(Duration::from_secs(5)).ok()?;
+        l.split_whitespace().next()?.parse().ok()
+    }
+
+    fn cpu_seconds(&self) -> f64 {
+        sys::cpu_seconds(self.child.id()).unwrap_or(f64::NAN)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `echo load ADDR SIZE SECONDS [CONNECTIONS]`: the load client alone.
+pub fn load(args: &[String]) {
+    let usage = "usage: echo load ADDR SIZE SECONDS [CONNECTIONS]";
+    let arg = |i: usize| args.get(i).expect(usage);
+    let load = Load {
+        addr: arg(0).parse().expect(usage),
+        size: arg(1).parse().expect(usage),
+        conns: args.get(3).map_or(CONNECTIONS, |c| c.parse().expect(usage)),
+        warmup: Duration::from_millis(500),
+        measure: Duration::from_secs_f64(arg(2).parse().expect(usage)),
+        verify: false,
+    };
+    let out = client::run(&load, || {}, || {});
+    for e in &out.errors {
+        eprintln!("{e}");
+    }
+    println!(
+        "{:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, mean {:.3} ms ({} round trips)",
+        out.rps(),
+        out.hist.quantile_ms(0.5).unwrap_or(f64::NAN),
+        out.hist.quantile_ms(0.99).unwrap_or(f64::NAN),
+        out.hist.mean_ms().unwrap_or(f64::NAN),
+        out.requests
+    );
+}
+
+// ---- one sample ------------------------------------------------------------
+
+struct Sample {
+    rps: f64,
+    p50: f64,
+    p99: f64,
+    /// Server CPU (user + sys) per request, µs.
+    cpu_us: f64,
+    /// Share of one core the server used.
+    cpu_use: f64,
+    allocs: Option<f64>,
+}
+
+fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
+    let snap = || (s.cpu_seconds(), s.allocs());
+    let before = RefCell::new(None);
+    let after = RefCell::new(None);
+    let out = client::run(
+        load,
+        || *before.borrow_mut() = Some(snap()),
+        || *after.borrow_mut() = Some(snap()),
+    );
+    if let Some(e) = out.errors.first() {
+        return Err(format!(
+            "{} of {} connections failed: {e}",
+            out.errors.len(),
+            load.conns
+        ));
+    }
+    if out.requests == 0 {
+        return Err("no round trip completed".into());
+    }
+    let ((c0, a0), (c1, a1)) = (before.take().unwrap(), after.take().unwrap());
+    let n = out.requests as f64;
+    let cpu = c1 - c0;
+    Ok(Sample {
+        rps: out.rps(),
+        p50: out.hist.quantile_ms(0.5).unwrap_or(f64::NAN),
+        p99: out.hist.quantile_ms(0.99).unwrap_or(f64::NAN),
+        cpu_us: cpu / n * 1e6,
+        cpu_use: cpu / out.elapsed.as_secs_f64(),
+        allocs: match (a0, a1) {
+            (Some(a0), Some(a1)) => Some((a1 - a0) as f64 / n),
+            _ => None,
+        },
+    })
+}
+
+// ---- the full run ----------------------------------------------------------
+
+struct Plan {
+    rounds: usize,
+    measure: Duration,
+    py_rounds: usize,
+    py_measure: Duration,
+    warmup: Duration,
+}
+
+fn env_f64(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn arg_after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).map(String::as_str)
+}
+
+fn kib(size: usize) -> String {
+    format!("{} KiB", size / 1024)
+}
+
+/// The full comparison (`cargo bench --bench echo`).
+pub fn full(args: &[String]) {
+    let started = Instant::now();
+    let plan = Plan {
+        rounds: env_f64("ECHO_ROUNDS", 3.0) as usize,
+        measure: Duration::from_secs_f64(env_f64("ECHO_SECONDS", 5.0)),
+        py_rounds: env_f64("ECHO_PY_ROUNDS", 2.0) as usize,
+        py_measure: Duration::from_secs_f64(env_f64("ECHO_PY_SECONDS", 3.0)),
+        warmup: Duration::from_millis(500),
+    };
+    let mut notes: Vec<String> = Vec::new();
+
+    let cpus = sys::allowed_cpus();
+    let (server_cpu, client_cpu) = if cpus.len() >= 2 {
+        (Some(cpus[0]), Some(cpus[1]))
+    } else {
+        notes.push(format!(
+            "Not pinned: this process may use {} CPU(s); server and client share them.",
+            cpus.len()
+        ));
+        (None, None)
+    };
+    if let Some(c) = client_cpu {
+        if let Err(e) = sys::pin_self(c) {
+            notes.push(format!("Could not pin the client to CPU {c}: {e}."));
+        }
+    }
+
+    let python = arg_after(args, "--python");
+    let mut py_versions = None;
+    match (python, arg_after(args, "--no-python")) {
+        (Some(py), _) => {
+            let v = Command::new(py)
+                .args([
+                    "-c",
+                    "import sys, uvloop, twisted; print(sys.version.split()[0], uvloop.__version__, twisted.__version__)",
+                ])
+                .output();
+            match v {
+                Ok(o) if o.status.success() => {
+                    let v = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+                    let v: Vec<&str> = v.split_whitespace().collect();
+                    if v.len() == 3 {
+                        py_versions = Some(format!(
+                            "Python {}, uvloop {}, Twisted {}",
+                            v[0], v[1], v[2]
+                        ));
+                    }
+                }
+                _ => notes.push(format!(
+                    "Python peers: {py} cannot import uvloop and twisted."
+                )),
+            }
+        }
+        (None, Some(why)) => notes.push(format!("Python peers skipped: {why}")),
+        (None, None) => notes.push("Python peers skipped: no `--python` given.".into()),
+    }
+
+    let mut servers: Vec<Server> = Vec::new();
+    for c in CONTENDERS {
+        if matches!(c.kind, Kind::Python(_)) && (python.is_none() || py_versions.is_none()) {
+            continue;
+        }
+        match Server::start(c, python, server_cpu) {
+            Ok(s) => servers.push(s),
+            Err(e) => notes.push(format!(
+                "{} skipped: its server did not start ({e}).",
+                c.label
+            )),
+        }
+    }
+    for s in &servers {
+        // Process warm-up: fault in code and buffers, let the server's own
+        // allocations settle before anything is counted.
+        let warm = Load {
+            addr: s.addr,
+            size: 1024,
+            conns: CONNECTIONS,
+            warmup: Duration::ZERO,
+            measure: Duration::from_secs(1),
+            verify: true,
+        };
+        let out = client::run(&warm, || {}, || {});
+        if let Some(e) = out.errors.first() {
+            notes.push(format!("{}: warm-up failed: {e}", s.label));
+        }
+    }
+
+    // size -> contender index -> samples
+    let mut results: Vec<Vec<Vec<Sample>>> = Vec::new();
+    for &size in &SIZES {
+        let mut per: Vec<Vec<Sample>> = servers.iter().map(|_| Vec::new()).collect();
+        for round in 0..plan.rounds.max(plan.py_rounds) {
+            for (i, s) in servers.iter().enumerate() {
+                let (rounds, measure) = if s.python {
+                    (plan.py_rounds, plan.py_measure)
+                } else {
+                    (plan.rounds, plan.measure)
+                };
+                if round >= rounds {
+                    continue;
+                }
+                let load = Load {
+                    addr: s.addr,
+                    size,
+                    conns: CONNECTIONS,
+                    warmup: plan.warmup,
+                    measure,
+                    verify: false,
+                };
+                match sample(s, &load) {
+                    Ok(x) => {
+                        eprintln!(
+                            "echo {} round {}: {:<22} {:>9.0} req/s, {:>6.2} µs CPU/req",
+                            kib(size),
+                            round + 1,
+                            s.label,
+                            x.rps,
+                            x.cpu_us
+                        );
+                        per[i].push(x);
+                    }
+                    Err(e) => {
+                        eprintln!("echo {} round {}: {}: {e}", kib(size), round + 1, s.label);
+                        notes.push(format!(
+                            "{}, {} round {}: sample failed: {e}",
+                            s.label,
+                            kib(size),
+                            round + 1
+                        ));
+                    }
+                }
+            }
+        }
+        results.push(per);
+    }
+
+    // ---- report ----
+    println!("\n### How the echo comparison runs\n");
+    println!(
+        "Each server runs alone in its own process, single-threaded, TCP_NODELAY on, \
+         pinned to CPU {}: the Rust ones are this bench binary (`echo server NAME`, \
+         benches/echo/servers.rs), the Python peers `scripts/echo_server.py`. The load client \
+         is this process: {CONNECTIONS} blocking threads pinned to CPU {}, one connection \
+         each, one `x…\\n` message in flight per connection, the reply matched by byte count. \
+         Per size, {} rounds each run every contender once in the same order (A B C D A B C D \
+         …); a sample is {} s of warm-up on fresh connections, then {} s measured. Python peers \
+         take part in the first {} rounds, with {} s measured. Every server was warmed up for \
+         1 s first.",
+        server_cpu.map_or("(any)".into(), |c| c.to_string()),
+        client_cpu.map_or("(any)".into(), |c| c.to_string()),
+        plan.rounds,
+        plan.warmup.as_secs_f64(),
+        plan.measure.as_secs_f64(),
+        plan.py_rounds,
+        plan.py_measure.as_secs_f64()
+    );
+    println!();
+    println!(
+        "- req/s: round trips completed in the measured phase over its length; ratio to \
+         {CALLBACKS}.\n\
+         - p50/p99: latency of one round trip from the client's 10 µs histogram (vmbench's \
+         weighted interpolation), median over the samples.\n\
+         - server CPU: the server process's user + system time from `/proc/PID/stat` over \
+         the measured phase, per request; ratio to {MIO}; \"use\" is the share of one core.\n\
+         - allocs/req: allocations and reallocations counted by the server's global \
+         allocator over the measured phase, per request (Rust servers only)."
+    );
+    if let Some(v) = &py_versions {
+        println!("- Python peers: {v} (protocol mode: `data_received` writes the data back).");
+    }
+    for n in &notes {
+        println!("- {n}");
+    }
+
+    let find = |label: &str| servers.iter().position(|s| s.label == label);
+    for (k, &size) in SIZES.iter().enumerate() {
+        let per = &results[k];
+        let stats = |i: usize, f: &dyn Fn(&Sample) -> f64| -> Option<(f64, f64, f64)> {
+            let mut v: Vec<f64> = per[i].iter().map(f).filter(|x| x.is_finite()).collect();
+            (!v.is_empty()).then(|| common::summary(&mut v))
+        };
+        let rps = |i| stats(i, &|s| s.rps);
+        let cpu = |i| stats(i, &|s| s.cpu_us);
+        let base_rps = find(CALLBACKS).and_then(rps).map(|r| r.0);
+        let mio_cpu = find(MIO).and_then(cpu).map(|r| r.0);
+        println!(
+            "\n### TCP echo, {} messages, {CONNECTIONS} connections\n",
+            kib(size)
+        );
+        println!(
+            "| contender | req/s | min–max | vs callbacks | p50 ms | p99 ms | server CPU µs/req | min–max | vs mio | CPU use | allocs/req |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let section_rps = format!("echo {}: requests/s", kib(size));
+        let section_cpu = format!("echo {}: server CPU per request", kib(size));
+        for (i, s) in servers.iter().enumerate() {
+            let Some((r, rlo, rhi)) = rps(i) else {
+                println!("| {} | failed | | | | | | | | | |", s.label);
+                continue;
+            };
+            let (c, clo, chi) = cpu(i).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+            let p50 = stats(i, &|s| s.p50).map_or(f64::NAN, |x| x.0);
+            let p99 = stats(i, &|s| s.p99).map_or(f64::NAN, |x| x.0);
+            let used = stats(i, &|s| s.cpu_use).map_or(f64::NAN, |x| x.0);
+            let allocs = stats(i, &|s| s.allocs.unwrap_or(f64::NAN))
+                .map_or("n/a".into(), |x| format!("{:.3}", x.0));
+            let ratio =
+                |a: f64, b: Option<f64>| b.map_or("n/a".into(), |b| format!("{:.2}×", a / b));
+            println!(
+                "| {} | {:.0} | {:.0}–{:.0} | {} | {:.3} | {:.3} | {:.2} | {:.2}–{:.2} | {} | {:.0} % | {allocs} |",
+                s.label,
+                r,
+                rlo,
+                rhi,
+                ratio(r, base_rps),
+                p50,
+                p99,
+                c,
+                clo,
+                chi,
+                ratio(c, mio_cpu),
+                used * 100.0
+            );
+            common::record_value(&section_rps, s.label, "req/s", Better::Higher, r, rlo, rhi);
+            common::record_value(&section_cpu, s.label, "µs/req", Better::Lower, c, clo, chi);
+        }
+        let med = |label: &str, f: &dyn Fn(&Sample) -> f64| {
+            find(label).and_then(|i| stats(i, f)).map(|x| x.0)
+        };
+        let d_rps = med(CALLBACKS, &|s| s.rps);
+        let d_cpu = med(CALLBACKS, &|s| s.cpu_us);
+        match (d_rps, med(TOKIO, &|s| s.rps)) {
+            (Some(d), Some(t)) => common::target(
+                &format!("echo {}: requests/s at least tokio's", kib(size)),
+                1.0 / d,
+                1.0 / t,
+                1.0,
+            ),
+            _ => not_measured(&format!("echo {}: requests/s at least tokio's", kib(size))),
+        }
+        let what = format!(
+            "echo {}: server CPU per request at most 1.10× the hand-written mio server's",
+            kib(size)
+        );
+        match (d_cpu, mio_cpu) {
+            (Some(d), Some(m)) => common::target_at_most(&what, d, m, 1.10),
+            _ => not_measured(&what),
+        }
+        let what = format!(
+            "echo {}: no heap allocation per echoed request in the deferloop server",
+            kib(size)
+        );
+        match med(CALLBACKS, &|s| s.allocs.unwrap_or(f64::NAN)) {
+            Some(a) => {
+                let verdict = if a == 0.0 { "met" } else { "**not met**" };
+                println!("\n- Target: {what}: measured {a:.3} per request (needed 0): {verdict}");
+                common::record(&["target", &what, &format!("{a:.3}"), "0", verdict]);
+            }
+            None => not_measured(&what),
+        }
+        if let (Some(d_rps), Some(d_cpu), Some(c_rps), Some(c_cpu)) = (
+            d_rps,
+            d_cpu,
+            med(COROUTINES, &|s| s.rps),
+            med(COROUTINES, &|s| s.cpu_us),
+        ) {
+            println!(
+                "- Style, on the same loop: coroutines need {:.2}× the server CPU per request of \
+                 callbacks, and reach {:.2}× their requests/s.",
+                c_cpu / d_cpu,
+                c_rps / d_rps
+            );
+        }
+    }
+    println!(
+        "\nThe echo comparison took {:.0} s.",
+        started.elapsed().as_secs_f64()
+    );
+
+    if let Some(out) = arg_after(args, "--chart") {
+        write_chart(out);
+    }
+}
+
+fn not_measured(what: &str) {
+    println!("\n- Target: {what}: not measured (a contender has no sample): **not met**");
+    common::record(&["target", what, "n/a", "n/a", "**not met**"]);
+}
+
+/// Draws every table recorded in `$DEFERLOOP_BENCH_RESULTS` into `out`.
+fn write_chart(out: &str) {
+    let Some(path) = std::env::var_os("DEFERLOOP_BENCH_RESULTS") else {
+        eprintln!("--chart needs DEFERLOOP_BENCH_RESULTS: no chart written");
+        return;
+    };
+    let text = std::fs::read_to_string(&path).expect("read the results file");
+    let rows = svg::parse(&text);
+    let svg = svg::chart(
+        "deferloop benchmarks: medians, whiskers from min to max (scripts/bench_report.sh)",
+        &rows,
+    );
+    svg::check_tags(&svg);
+    std::fs::write(out, svg).expect("write the chart");
+    eprintln!("wrote {out}");
+}
+
+// ---- the smoke (cargo test) ---------------------------------------------------
+
+/// `cargo test`: the harness's self-checks, then every Rust server echoes
+/// (checked byte for byte) under a few hundred milliseconds of load. Never
+/// needs Python; a watchdog ends it if anything hangs.
+pub fn smoke() {
+    std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_secs(120));
+        eprintln!("echo smoke: still running after 120 s; giving up");
+        std::process::exit(1);
+    });
+    crate::common::hist::selftest();
+    svg::selftest();
+    for c in CONTENDERS
+        .iter()
+        .filter(|c| matches!(c.kind, Kind::Rust(_)))
+    {
+        let s = Server::start(*c, None, None).unwrap_or_else(|e| panic!("{}: {e}", c.label));
+        servers::check_echo(s.addr).unwrap_or_else(|e| panic!("{}: {e}", c.label));
+        for size in [1024, 100 * 1024] {
+            let load = Load {
+                addr: s.addr,
+                size,
+                conns: 2,
+                warmup: Duration::from_millis(20),
+                measure: Duration::from_millis(100),
+                verify: true,
+            };
+            let x = sample(&s, &load).unwrap_or_else(|e| panic!("{}: {e}", c.label));
+            assert!(
+                x.allocs.is_some(),
+                "{}: the allocation count answers",
+                c.label
+            );
+            println!(
+                "echo smoke: {} at {} B: {:.0} req/s, {:.1} allocs/req",
+                c.label,
+                size,
+                x.rps,
+                x.allocs.unwrap()
+            );
+        }
+    }
+    println!("echo smoke: ok");
+}
