@@ -195,7 +195,8 @@ impl Drop for Server {
     }
 }
 
-/// `echo load ADDR SIZE SECONDS [CONNECTIONS]`: the load client alone.
+/// `echo load ADDR SIZE SECONDS [CONNECTIONS]`: the load client alone, every
+/// round trip counted (no warm-up), so a profile of the server divides by it.
 pub fn load(args: &[String]) {
     let usage = "usage: echo load ADDR SIZE SECONDS [CONNECTIONS]";
     let arg = |i: usize| args.get(i).expect(usage);
@@ -203,7 +204,7 @@ pub fn load(args: &[String]) {
         addr: arg(0).parse().expect(usage),
         size: arg(1).parse().expect(usage),
         conns: args.get(3).map_or(CONNECTIONS, |c| c.parse().expect(usage)),
-        warmup: Duration::from_millis(500),
+        warmup: Duration::ZERO,
         measure: Duration::from_secs_f64(arg(2).parse().expect(usage)),
         verify: false,
     };
