@@ -7,7 +7,7 @@
 # not numbers) go in scripts/bench_notes.md.
 #
 # ECHO_SECONDS, ECHO_ROUNDS, ECHO_PY_SECONDS, ECHO_PY_ROUNDS shorten the echo
-# run while developing (defaults 5, 3, 3, 2); commit only a default run.
+# run while developing (defaults 3, 5, 3, 3); commit only a default run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)

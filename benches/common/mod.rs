@@ -165,7 +165,14 @@ pub fn summary(s: &mut [f64]) -> (f64, f64, f64) {
     (m, s[0], s[s.len() - 1])
 }
 
+/// The median of `s` (sorted in place): the middle sample, or the mean of
+/// the two middle ones for an even count.
 fn median(s: &mut [f64]) -> f64 {
     s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    s[s.len() / 2]
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
 }

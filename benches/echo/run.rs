@@ -186,6 +186,10 @@ impl Server {
     fn cpu_seconds(&self) -> f64 {
         sys::cpu_seconds(self.child.id()).unwrap_or(f64::NAN)
     }
+
+    fn sleeps(&self) -> f64 {
+        sys::sleeps(self.child.id()).map_or(f64::NAN, |n| n as f64)
+    }
 }
 
 impl Drop for Server {
@@ -233,10 +237,12 @@ struct Sample {
     /// Share of one core the server used.
     cpu_use: f64,
     allocs: Option<f64>,
+    /// Times the server's loop slept (blocked in its poll), per request.
+    sleeps: f64,
 }
 
 fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
-    let snap = || (s.cpu_seconds(), s.allocs());
+    let snap = || (s.cpu_seconds(), s.sleeps(), s.allocs());
     let before = RefCell::new(None);
     let after = RefCell::new(None);
     let out = client::run(
@@ -254,7 +260,7 @@ fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
     if out.requests == 0 {
         return Err("no round trip completed".into());
     }
-    let ((c0, a0), (c1, a1)) = (before.take().unwrap(), after.take().unwrap());
+    let ((c0, s0, a0), (c1, s1, a1)) = (before.take().unwrap(), after.take().unwrap());
     let n = out.requests as f64;
     let cpu = c1 - c0;
     Ok(Sample {
@@ -267,6 +273,7 @@ fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
             (Some(a0), Some(a1)) => Some((a1 - a0) as f64 / n),
             _ => None,
         },
+        sleeps: (s1 - s0) / n,
     })
 }
 
@@ -300,9 +307,9 @@ fn kib(size: usize) -> String {
 pub fn full(args: &[String]) {
     let started = Instant::now();
     let plan = Plan {
-        rounds: env_f64("ECHO_ROUNDS", 3.0) as usize,
-        measure: Duration::from_secs_f64(env_f64("ECHO_SECONDS", 5.0)),
-        py_rounds: env_f64("ECHO_PY_ROUNDS", 2.0) as usize,
+        rounds: env_f64("ECHO_ROUNDS", 5.0) as usize,
+        measure: Duration::from_secs_f64(env_f64("ECHO_SECONDS", 3.0)),
+        py_rounds: env_f64("ECHO_PY_ROUNDS", 3.0) as usize,
         py_measure: Duration::from_secs_f64(env_f64("ECHO_PY_SECONDS", 3.0)),
         warmup: Duration::from_millis(500),
     };
@@ -461,6 +468,10 @@ pub fn full(args: &[String]) {
          weighted interpolation), median over the samples.\n\
          - server CPU: the server process's user + system time from `/proc/PID/stat` over \
          the measured phase, per request; ratio to {MIO}; \"use\" is the share of one core.\n\
+         - sleeps/req: voluntary context switches of the server's loop thread \
+         (`/proc/PID/status`) per request: how often it blocked waiting for events. Each \
+         costs a sleep and a wake-up in the kernel, so a server that batches more events \
+         per turn spends less CPU per request while it is not saturated.\n\
          - allocs/req: allocations and reallocations counted by the server's global \
          allocator over the measured phase, per request (Rust servers only)."
     );
@@ -487,26 +498,27 @@ pub fn full(args: &[String]) {
             kib(size)
         );
         println!(
-            "| contender | req/s | min–max | vs callbacks | p50 ms | p99 ms | server CPU µs/req | min–max | vs mio | CPU use | allocs/req |"
+            "| contender | req/s | min–max | vs callbacks | p50 ms | p99 ms | server CPU µs/req | min–max | vs mio | CPU use | sleeps/req | allocs/req |"
         );
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         let section_rps = format!("echo {}: requests/s", kib(size));
         let section_cpu = format!("echo {}: server CPU per request", kib(size));
         for (i, s) in servers.iter().enumerate() {
             let Some((r, rlo, rhi)) = rps(i) else {
-                println!("| {} | failed | | | | | | | | | |", s.label);
+                println!("| {} | failed | | | | | | | | | | |", s.label);
                 continue;
             };
             let (c, clo, chi) = cpu(i).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
             let p50 = stats(i, &|s| s.p50).map_or(f64::NAN, |x| x.0);
             let p99 = stats(i, &|s| s.p99).map_or(f64::NAN, |x| x.0);
             let used = stats(i, &|s| s.cpu_use).map_or(f64::NAN, |x| x.0);
+            let sleeps = stats(i, &|s| s.sleeps).map_or(f64::NAN, |x| x.0);
             let allocs = stats(i, &|s| s.allocs.unwrap_or(f64::NAN))
                 .map_or("n/a".into(), |x| format!("{:.3}", x.0));
             let ratio =
                 |a: f64, b: Option<f64>| b.map_or("n/a".into(), |b| format!("{:.2}×", a / b));
             println!(
-                "| {} | {:.0} | {:.0}–{:.0} | {} | {:.3} | {:.3} | {:.2} | {:.2}–{:.2} | {} | {:.0} % | {allocs} |",
+                "| {} | {:.0} | {:.0}–{:.0} | {} | {:.3} | {:.3} | {:.2} | {:.2}–{:.2} | {} | {:.0} % | {:.2} | {allocs} |",
                 s.label,
                 r,
                 rlo,
@@ -518,7 +530,8 @@ pub fn full(args: &[String]) {
                 clo,
                 chi,
                 ratio(c, mio_cpu),
-                used * 100.0
+                used * 100.0,
+                sleeps
             );
             common::record_value(&section_rps, s.label, "req/s", Better::Higher, r, rlo, rhi);
             common::record_value(&section_cpu, s.label, "µs/req", Better::Lower, c, clo, chi);
@@ -615,6 +628,12 @@ pub fn smoke() {
         std::process::exit(1);
     });
     crate::common::hist::selftest();
+    assert_eq!(common::summary(&mut [3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+    assert_eq!(
+        common::summary(&mut [4.0, 1.0]).0,
+        2.5,
+        "even count: mean of the middle two"
+    );
     svg::selftest();
     for c in CONTENDERS
         .iter()

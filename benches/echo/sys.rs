@@ -126,6 +126,17 @@ pub fn cpu_seconds(pid: u32) -> io::Result<f64> {
     Ok((ticks(11)? + ticks(12)?) / clock_ticks())
 }
 
+/// Voluntary context switches of process `pid`'s main thread so far (from
+/// `/proc/PID/status`): how often its loop slept waiting for events.
+pub fn sleeps(pid: u32) -> io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no voluntary_ctxt_switches"))
+}
+
 fn clock_ticks() -> f64 {
     // SAFETY: `sysconf` only reads a configuration value.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
