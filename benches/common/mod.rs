@@ -83,14 +83,9 @@ pub fn target(what: &str, ours: f64, theirs: f64, factor: f64) {
     } else {
         "**not met**"
     };
-    println!("\n- Target: {what}: measured {ratio:.2}× (needed {factor:.2}×): {verdict}");
-    record(&[
-        "target",
-        what,
-        &format!("{ratio:.2}"),
-        &format!("{factor:.2}"),
-        verdict,
-    ]);
+    let shown = shown(ratio, factor);
+    println!("\n- Target: {what}: measured {shown}× (needed {factor:.2}×): {verdict}");
+    record(&["target", what, &shown, &format!("{factor:.2}"), verdict]);
 }
 
 /// Prints whether `ours` costs at most `limit` times `theirs` (for "no more
@@ -98,14 +93,19 @@ pub fn target(what: &str, ours: f64, theirs: f64, factor: f64) {
 pub fn target_at_most(what: &str, ours: f64, theirs: f64, limit: f64) {
     let ratio = ours / theirs;
     let verdict = if ratio <= limit { "met" } else { "**not met**" };
-    println!("\n- Target: {what}: measured {ratio:.2}× (allowed {limit:.2}×): {verdict}");
-    record(&[
-        "target",
-        what,
-        &format!("{ratio:.2}"),
-        &format!("<={limit:.2}"),
-        verdict,
-    ]);
+    let shown = shown(ratio, limit);
+    println!("\n- Target: {what}: measured {shown}× (allowed {limit:.2}×): {verdict}");
+    record(&["target", what, &shown, &format!("<={limit:.2}"), verdict]);
+}
+
+/// `ratio` to two decimals, or three when two would print the threshold
+/// itself (so "1.10× (allowed 1.10×): not met" cannot happen).
+pub fn shown(ratio: f64, threshold: f64) -> String {
+    if (ratio - threshold).abs() < 0.005 {
+        format!("{ratio:.3}")
+    } else {
+        format!("{ratio:.2}")
+    }
 }
 
 /// Which way a measurement improves.

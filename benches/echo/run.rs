@@ -655,6 +655,12 @@ pub fn smoke() {
         2.5,
         "even count: mean of the middle two"
     );
+    assert_eq!(
+        common::shown(1.104, 1.10),
+        "1.104",
+        "a near miss is not shown as the limit"
+    );
+    assert_eq!(common::shown(1.2, 1.10), "1.20");
     svg::selftest();
     let servers: Vec<Server> = CONTENDERS
         .iter()
