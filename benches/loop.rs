@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::{compare, target, Contender};
-use deferloop::EventLoop;
+use common::{compare, coro, target, Contender};
+use deferloop::{EventLoop, Loop};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -20,7 +20,8 @@ fn main() {
     let ev = EventLoop::new().unwrap();
     let rt = tokio_rt();
 
-    // (a) call_soon + run, versus spawning (and running) an empty tokio task.
+    // (a) call_soon + run, versus spawning (and running) an empty tokio task;
+    // and one step of a coroutine, on deferloop's loop and on tokio's.
     let count = Rc::new(Cell::new(0u64));
     let m = compare(
         "call_soon + run (deferloop) vs spawn of an empty task (tokio)",
@@ -52,7 +53,52 @@ fn main() {
                     rt.block_on(local);
                 }),
             },
+            // One op = one step of a coroutine that yields: its wake-up goes
+            // through call_soon (common/coro.rs), as an asyncio Task's does.
+            // 1,000 tasks share the n steps, so a turn runs many steps.
+            Contender {
+                name: "deferloop coroutine step",
+                run: Box::new(|n| {
+                    let (tasks, steps) = split(n);
+                    let left = Rc::new(Cell::new(tasks));
+                    for _ in 0..tasks {
+                        let (c, left) = (count.clone(), left.clone());
+                        coro::spawn(&ev, async move {
+                            for _ in 0..steps {
+                                coro::yield_now().await;
+                                c.set(c.get() + 1);
+                            }
+                            left.set(left.get() - 1);
+                            if left.get() == 0 {
+                                Loop::current().unwrap().stop();
+                            }
+                        });
+                    }
+                    ev.run().unwrap();
+                }),
+            },
+            Contender {
+                name: "tokio task step (yield_now)",
+                run: Box::new(|n| {
+                    let (tasks, steps) = split(n);
+                    let local = tokio::task::LocalSet::new();
+                    for _ in 0..tasks {
+                        let c = count.clone();
+                        local.spawn_local(async move {
+                            for _ in 0..steps {
+                                tokio::task::yield_now().await;
+                                c.set(c.get() + 1);
+                            }
+                        });
+                    }
+                    rt.block_on(local);
+                }),
+            },
         ],
+    );
+    println!(
+        "\n- Style, on the same loop: a coroutine step costs {:.2}× a callback.",
+        m[2] / m[0]
     );
 
     target(
@@ -196,6 +242,12 @@ fn main() {
         1.0,
     );
     assert!(count.get() > 0);
+}
+
+/// `n` steps as (tasks, steps per task): up to 1,000 tasks.
+fn split(n: u64) -> (u64, u64) {
+    let tasks = n.clamp(1, 1000);
+    (tasks, n / tasks)
 }
 
 /// Polls a future once and returns whether it was ready (no `futures` crate).

@@ -1,8 +1,17 @@
 //! A small interleaved benchmark harness: contenders run A B A B … so drift on a
 //! shared machine hits both; reported as per-operation medians, min–max, and the
 //! ratio to the first contender, all from one run.
+//!
+//! With `DEFERLOOP_BENCH_RESULTS=FILE` set, every table row and target verdict is
+//! also appended to FILE as one tab-separated line (see [`record`]), for the chart
+//! that `scripts/bench_report.sh` draws (`svg.rs`).
 #![allow(dead_code)]
 
+pub mod coro;
+pub mod hist;
+pub mod svg;
+
+use std::io::Write;
 use std::time::Instant;
 
 /// Whether we were started by `cargo bench` (full run) or `cargo test` (smoke).
@@ -44,6 +53,15 @@ pub fn compare(title: &str, ops: u64, contenders: &mut [Contender<'_>]) -> Vec<f
     let medians: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
     for (i, c) in contenders.iter().enumerate() {
         let s = &samples[i];
+        record_value(
+            title,
+            c.name,
+            "ns/op",
+            Better::Lower,
+            medians[i],
+            s[0],
+            s[s.len() - 1],
+        );
         println!(
             "| {} | {:.1} | {:.1}–{:.1} | {:.2}× |",
             c.name,
@@ -65,10 +83,96 @@ pub fn target(what: &str, ours: f64, theirs: f64, factor: f64) {
     } else {
         "**not met**"
     };
-    println!("\n- Target: {what}: measured {ratio:.2}× (needed {factor:.2}×): {verdict}");
+    let shown = shown(ratio, factor);
+    println!("\n- Target: {what}: measured {shown}× (needed {factor:.2}×): {verdict}");
+    record(&["target", what, &shown, &format!("{factor:.2}"), verdict]);
 }
 
+/// Prints whether `ours` costs at most `limit` times `theirs` (for "no more
+/// than 1.10× the floor" targets).
+pub fn target_at_most(what: &str, ours: f64, theirs: f64, limit: f64) {
+    let ratio = ours / theirs;
+    let verdict = if ratio <= limit { "met" } else { "**not met**" };
+    let shown = shown(ratio, limit);
+    println!("\n- Target: {what}: measured {shown}× (allowed {limit:.2}×): {verdict}");
+    record(&["target", what, &shown, &format!("<={limit:.2}"), verdict]);
+}
+
+/// `ratio` to two decimals, or three when two would print the threshold
+/// itself (so "1.10× (allowed 1.10×): not met" cannot happen).
+pub fn shown(ratio: f64, threshold: f64) -> String {
+    if (ratio - threshold).abs() < 0.005 {
+        format!("{ratio:.3}")
+    } else {
+        format!("{ratio:.2}")
+    }
+}
+
+/// Which way a measurement improves.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+/// Records one table row: `value`, section, contender, unit, better, median, min, max.
+#[allow(clippy::too_many_arguments)]
+pub fn record_value(
+    section: &str,
+    contender: &str,
+    unit: &str,
+    better: Better,
+    median: f64,
+    min: f64,
+    max: f64,
+) {
+    let better = match better {
+        Better::Lower => "lower",
+        Better::Higher => "higher",
+    };
+    record(&[
+        "value",
+        section,
+        contender,
+        unit,
+        better,
+        &median.to_string(),
+        &min.to_string(),
+        &max.to_string(),
+    ]);
+}
+
+/// Appends `fields` as one tab-separated line to `$DEFERLOOP_BENCH_RESULTS`, if set.
+pub fn record(fields: &[&str]) {
+    let Some(path) = std::env::var_os("DEFERLOOP_BENCH_RESULTS") else {
+        return;
+    };
+    let line: Vec<String> = fields
+        .iter()
+        .map(|f| f.replace(['\t', '\n'], " "))
+        .collect();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("open the results file");
+    writeln!(f, "{}", line.join("\t")).expect("write the results file");
+}
+
+/// Median, min and max of `s` (sorted in place).
+pub fn summary(s: &mut [f64]) -> (f64, f64, f64) {
+    let m = median(s);
+    (m, s[0], s[s.len() - 1])
+}
+
+/// The median of `s` (sorted in place): the middle sample, or the mean of
+/// the two middle ones for an even count.
 fn median(s: &mut [f64]) -> f64 {
     s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    s[s.len() / 2]
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
 }

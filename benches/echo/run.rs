@@ -1,0 +1,699 @@
+//! Runs the comparison: server processes, the interleaved schedule, the
+//! measurements around each sample, and the markdown report; also the smoke
+//! that `cargo test` runs, and the server side (`echo server NAME`).
+
+use crate::client::{self, Load};
+use crate::common::{self, svg, Better};
+use crate::{servers, sys};
+use std::cell::RefCell;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+/// How a contender's server is started.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// `echo server NAME`: this binary.
+    Rust(&'static str),
+    /// `python scripts/echo_server.py MODE`.
+    Python(&'static str),
+}
+
+#[derive(Clone, Copy)]
+struct Contender {
+    label: &'static str,
+    kind: Kind,
+}
+
+const CALLBACKS: &str = "deferloop callbacks";
+const COROUTINES: &str = "deferloop coroutines";
+const TOKIO: &str = "tokio current-thread";
+const MIO: &str = "mio by hand";
+
+const CONTENDERS: [Contender; 7] = [
+    Contender {
+        label: CALLBACKS,
+        kind: Kind::Rust("deferloop"),
+    },
+    Contender {
+        label: COROUTINES,
+        kind: Kind::Rust("deferloop-coro"),
+    },
+    Contender {
+        label: TOKIO,
+        kind: Kind::Rust("tokio"),
+    },
+    Contender {
+        label: MIO,
+        kind: Kind::Rust("mio"),
+    },
+    Contender {
+        label: "asyncio protocol",
+        kind: Kind::Python("asyncio"),
+    },
+    Contender {
+        label: "uvloop protocol",
+        kind: Kind::Python("uvloop"),
+    },
+    Contender {
+        label: "Twisted protocol",
+        kind: Kind::Python("twisted"),
+    },
+];
+
+const SIZES: [usize; 3] = [1024, 10 * 1024, 100 * 1024];
+const CONNECTIONS: usize = 10;
+
+// ---- the server process -------------------------------------------------
+
+/// `echo server NAME`: prints the bound address, then serves until its
+/// standard input closes (so it never outlives the harness). Each line read
+/// from standard input is answered with `ALLOCS FREES` so far.
+pub fn serve(name: &str) -> ! {
+    std::thread::spawn(|| {
+        let stdin = io::stdin();
+        let mut line = String::with_capacity(64);
+        loop {
+            line.clear();
+            match stdin.read_line(&mut line) {
+                Ok(0) | Err(_) => std::process::exit(0),
+                Ok(_) => {
+                    let (a, f) = sys::alloc_counts();
+                    let mut out = io::stdout().lock();
+                    let _ = writeln!(out, "{a} {f}");
+                    let _ = out.flush();
+                }
+            }
+        }
+    });
+    let r = servers::run(name, |addr| {
+        let mut out = io::stdout().lock();
+        let _ = writeln!(out, "{addr}");
+        let _ = out.flush();
+    });
+    eprintln!("echo server {name}: {r:?}");
+    std::process::exit(1)
+}
+
+/// A running server process; killed when dropped.
+struct Server {
+    label: &'static str,
+    child: Child,
+    stdin: RefCell<ChildStdin>,
+    lines: Receiver<String>,
+    addr: SocketAddr,
+    counts_allocs: bool,
+    python: bool,
+}
+
+impl Server {
+    fn start(c: Contender, python: Option<&str>, cpu: Option<usize>) -> Result<Server, String> {
+        let mut cmd = match c.kind {
+            Kind::Rust(name) => {
+                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+                let mut cmd = Command::new(exe);
+                cmd.args(["server", name]);
+                cmd
+            }
+            Kind::Python(mode) => {
+                let py = python.ok_or("no Python")?;
+                let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/echo_server.py");
+                let mut cmd = Command::new(py);
+                cmd.arg(script).arg(mode);
+                cmd
+            }
+        };
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        if let Some(cpu) = cpu {
+            sys::pin_child(&mut cmd, cpu);
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("start: {e}"))?;
+        let stdout = child.stdout.take().expect("piped");
+        let stdin = child.stdin.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines.recv_timeout(Duration::from_secs(30));
+        let addr = match first {
+            Ok(l) => l
+                .trim()
+                .parse()
+                .map_err(|e| format!("bad address {l:?}: {e}"))?,
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait().ok();
+                return Err(format!("printed no address (exit: {status:?})"));
+            }
+        };
+        let s = Server {
+            label: c.label,
+            child,
+            stdin: RefCell::new(stdin),
+            lines,
+            addr,
+            counts_allocs: matches!(c.kind, Kind::Rust(_)),
+            python: matches!(c.kind, Kind::Python(_)),
+        };
+        // The first query allocates the stdio buffers it needs: outside any
+        // measured interval.
+        if s.counts_allocs {
+            s.allocs().ok_or("no answer to the allocation query")?;
+        }
+        Ok(s)
+    }
+
+    /// Allocations made by the server process so far.
+    fn allocs(&self) -> Option<u64> {
+        if !self.counts_allocs {
+            return None;
+        }
+        let mut w = self.stdin.borrow_mut();
+        writeln!(w, "stats").ok()?;
+        w.flush().ok()?;
+        let l = self.lines.recv_timeout(Duration::from_secs(5)).ok()?;
+        l.split_whitespace().next()?.parse().ok()
+    }
+
+    fn cpu_seconds(&self) -> f64 {
+        sys::cpu_seconds(self.child.id()).unwrap_or(f64::NAN)
+    }
+
+    fn sleeps(&self) -> f64 {
+        sys::sleeps(self.child.id()).map_or(f64::NAN, |n| n as f64)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `echo load ADDR SIZE SECONDS [CONNECTIONS]`: the load client alone, every
+/// round trip counted (no warm-up), so a profile of the server divides by it.
+pub fn load(args: &[String]) {
+    let usage = "usage: echo load ADDR SIZE SECONDS [CONNECTIONS]";
+    let arg = |i: usize| args.get(i).expect(usage);
+    let load = Load {
+        addr: arg(0).parse().expect(usage),
+        size: arg(1).parse().expect(usage),
+        conns: args.get(3).map_or(CONNECTIONS, |c| c.parse().expect(usage)),
+        warmup: Duration::ZERO,
+        measure: Duration::from_secs_f64(arg(2).parse().expect(usage)),
+        verify: false,
+    };
+    let out = client::run(&load, || {}, || {});
+    for e in &out.errors {
+        eprintln!("{e}");
+    }
+    println!(
+        "{:.0} req/s, p50 {:.3} ms, p99 {:.3} ms, mean {:.3} ms ({} round trips)",
+        out.rps(),
+        out.hist.quantile_ms(0.5).unwrap_or(f64::NAN),
+        out.hist.quantile_ms(0.99).unwrap_or(f64::NAN),
+        out.hist.mean_ms().unwrap_or(f64::NAN),
+        out.requests
+    );
+}
+
+// ---- one sample ------------------------------------------------------------
+
+struct Sample {
+    rps: f64,
+    p50: f64,
+    p99: f64,
+    /// Server CPU (user + sys) per request, µs.
+    cpu_us: f64,
+    /// Share of one core the server used.
+    cpu_use: f64,
+    allocs: Option<f64>,
+    /// Times the server's loop slept (blocked in its poll), per request.
+    sleeps: f64,
+}
+
+fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
+    let snap = || (s.cpu_seconds(), s.sleeps(), s.allocs());
+    let before = RefCell::new(None);
+    let after = RefCell::new(None);
+    let out = client::run(
+        load,
+        || *before.borrow_mut() = Some(snap()),
+        || *after.borrow_mut() = Some(snap()),
+    );
+    if let Some(e) = out.errors.first() {
+        return Err(format!(
+            "{} of {} connections failed: {e}",
+            out.errors.len(),
+            load.conns
+        ));
+    }
+    if out.requests == 0 {
+        return Err("no round trip completed".into());
+    }
+    let ((c0, s0, a0), (c1, s1, a1)) = (before.take().unwrap(), after.take().unwrap());
+    let n = out.requests as f64;
+    let cpu = c1 - c0;
+    Ok(Sample {
+        rps: out.rps(),
+        p50: out.hist.quantile_ms(0.5).unwrap_or(f64::NAN),
+        p99: out.hist.quantile_ms(0.99).unwrap_or(f64::NAN),
+        cpu_us: cpu / n * 1e6,
+        cpu_use: cpu / out.elapsed.as_secs_f64(),
+        allocs: match (a0, a1) {
+            (Some(a0), Some(a1)) => Some((a1 - a0) as f64 / n),
+            _ => None,
+        },
+        sleeps: (s1 - s0) / n,
+    })
+}
+
+// ---- the full run ----------------------------------------------------------
+
+struct Plan {
+    rounds: usize,
+    measure: Duration,
+    py_rounds: usize,
+    py_measure: Duration,
+    warmup: Duration,
+}
+
+fn env_f64(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn arg_after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).map(String::as_str)
+}
+
+fn kib(size: usize) -> String {
+    format!("{} KiB", size / 1024)
+}
+
+/// The full comparison (`cargo bench --bench echo`).
+pub fn full(args: &[String]) {
+    let started = Instant::now();
+    let plan = Plan {
+        rounds: env_f64("ECHO_ROUNDS", 5.0) as usize,
+        measure: Duration::from_secs_f64(env_f64("ECHO_SECONDS", 3.0)),
+        py_rounds: env_f64("ECHO_PY_ROUNDS", 3.0) as usize,
+        py_measure: Duration::from_secs_f64(env_f64("ECHO_PY_SECONDS", 3.0)),
+        warmup: Duration::from_millis(500),
+    };
+    let mut notes: Vec<String> = Vec::new();
+    let (server_cpu, client_cpu) = pin_client(&mut notes);
+    let python = arg_after(args, "--python");
+    let py_versions = python_peers(python, arg_after(args, "--no-python"), &mut notes);
+    let mut servers: Vec<Server> = Vec::new();
+    for c in CONTENDERS {
+        if matches!(c.kind, Kind::Python(_)) && py_versions.is_none() {
+            continue;
+        }
+        match Server::start(c, python, server_cpu) {
+            Ok(s) => servers.push(s),
+            Err(e) => notes.push(format!(
+                "{} skipped: its server did not start ({e}).",
+                c.label
+            )),
+        }
+    }
+    for s in &servers {
+        // Process warm-up: fault in code and buffers, let the server's own
+        // allocations settle before anything is counted.
+        let warm = Load {
+            addr: s.addr,
+            size: 1024,
+            conns: CONNECTIONS,
+            warmup: Duration::ZERO,
+            measure: Duration::from_secs(1),
+            verify: true,
+        };
+        let out = client::run(&warm, || {}, || {});
+        if let Some(e) = out.errors.first() {
+            notes.push(format!("{}: warm-up failed: {e}", s.label));
+        }
+    }
+    let results: Vec<_> = SIZES
+        .iter()
+        .map(|&size| run_rounds(&servers, size, &plan, &mut notes))
+        .collect();
+
+    print_method(&plan, server_cpu, client_cpu, py_versions.is_some());
+    if let Some(v) = &py_versions {
+        println!("- Python peers: {v} (protocol mode: `data_received` writes the data back).");
+    }
+    for n in &notes {
+        println!("- {n}");
+    }
+    for (per, &size) in results.iter().zip(&SIZES) {
+        report_size(&servers, size, CONNECTIONS, per);
+    }
+    println!(
+        "\nThe echo comparison took {:.0} s.",
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(out) = arg_after(args, "--chart") {
+        write_chart(out);
+    }
+}
+
+/// Pins this process (the client) to the second allowed CPU; returns the
+/// server's and the client's CPU, or `None`s with a note if there is one CPU.
+fn pin_client(notes: &mut Vec<String>) -> (Option<usize>, Option<usize>) {
+    let cpus = sys::allowed_cpus();
+    if cpus.len() < 2 {
+        notes.push(format!(
+            "Not pinned: this process may use {} CPU(s); server and client share them.",
+            cpus.len()
+        ));
+        return (None, None);
+    }
+    if let Err(e) = sys::pin_self(cpus[1]) {
+        notes.push(format!("Could not pin the client to CPU {}: {e}.", cpus[1]));
+    }
+    (Some(cpus[0]), Some(cpus[1]))
+}
+
+/// The Python peers' versions if `python` can run them, else `None` and a note.
+fn python_peers(
+    python: Option<&str>,
+    why_not: Option<&str>,
+    notes: &mut Vec<String>,
+) -> Option<String> {
+    let Some(py) = python else {
+        notes.push(format!(
+            "Python peers skipped: {}",
+            why_not.unwrap_or("no `--python` given.")
+        ));
+        return None;
+    };
+    let out = Command::new(py)
+        .args([
+            "-c",
+            "import sys, uvloop, twisted; print(sys.version.split()[0], uvloop.__version__, twisted.__version__)",
+        ])
+        .output();
+    let text = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        _ => {
+            notes.push(format!(
+                "Python peers skipped: {py} cannot import uvloop and twisted."
+            ));
+            return None;
+        }
+    };
+    match text.split_whitespace().collect::<Vec<_>>()[..] {
+        [p, u, t] => Some(format!("Python {p}, uvloop {u}, Twisted {t}")),
+        _ => {
+            notes.push(format!(
+                "Python peers skipped: unexpected versions {text:?}."
+            ));
+            None
+        }
+    }
+}
+
+/// All rounds at one message size, interleaved: per server, its samples.
+fn run_rounds(
+    servers: &[Server],
+    size: usize,
+    plan: &Plan,
+    notes: &mut Vec<String>,
+) -> Vec<Vec<Sample>> {
+    let mut per: Vec<Vec<Sample>> = servers.iter().map(|_| Vec::new()).collect();
+    for round in 0..plan.rounds.max(plan.py_rounds) {
+        for (i, s) in servers.iter().enumerate() {
+            let (rounds, measure) = if s.python {
+                (plan.py_rounds, plan.py_measure)
+            } else {
+                (plan.rounds, plan.measure)
+            };
+            if round >= rounds {
+                continue;
+            }
+            let load = Load {
+                addr: s.addr,
+                size,
+                conns: CONNECTIONS,
+                warmup: plan.warmup,
+                measure,
+                verify: false,
+            };
+            match sample(s, &load) {
+                Ok(x) => {
+                    eprintln!(
+                        "echo {} round {}: {:<22} {:>9.0} req/s, {:>6.2} µs CPU/req",
+                        kib(size),
+                        round + 1,
+                        s.label,
+                        x.rps,
+                        x.cpu_us
+                    );
+                    per[i].push(x);
+                }
+                Err(e) => {
+                    eprintln!("echo {} round {}: {}: {e}", kib(size), round + 1, s.label);
+                    notes.push(format!(
+                        "{}, {} round {}: sample failed: {e}",
+                        s.label,
+                        kib(size),
+                        round + 1
+                    ));
+                }
+            }
+        }
+    }
+    per
+}
+
+fn print_method(plan: &Plan, server_cpu: Option<usize>, client_cpu: Option<usize>, python: bool) {
+    println!("\n### How the echo comparison runs\n");
+    println!(
+        "Each server runs alone in its own process, single-threaded, TCP_NODELAY on, \
+         pinned to CPU {}: the Rust ones are this bench binary (`echo server NAME`, \
+         benches/echo/servers.rs), the Python peers `scripts/echo_server.py`. The load client \
+         is this process: {CONNECTIONS} blocking threads pinned to CPU {}, one connection \
+         each, one `x…\\n` message in flight per connection, the reply matched by byte count. \
+         Per size, {} rounds each run every contender once in the same order (A B C D A B C D \
+         …); a sample is {} s of warm-up on fresh connections, then {} s measured.{} Every \
+         server was warmed up for 1 s first.",
+        server_cpu.map_or("(any)".into(), |c| c.to_string()),
+        client_cpu.map_or("(any)".into(), |c| c.to_string()),
+        plan.rounds,
+        plan.warmup.as_secs_f64(),
+        plan.measure.as_secs_f64(),
+        if python {
+            format!(
+                " Python peers take part in the first {} rounds, with {} s measured.",
+                plan.py_rounds,
+                plan.py_measure.as_secs_f64()
+            )
+        } else {
+            String::new()
+        }
+    );
+    println!();
+    println!(
+        "- req/s: round trips completed in the measured phase over its length; ratio to \
+         {CALLBACKS}.\n\
+         - p50/p99: latency of one round trip from the client's 10 µs histogram (vmbench's \
+         weighted interpolation), median over the samples.\n\
+         - server CPU: the server process's user + system time from `/proc/PID/stat` over \
+         the measured phase, per request; ratio to {MIO}; \"use\" is the share of one core.\n\
+         - sleeps/req: voluntary context switches of the server's loop thread \
+         (`/proc/PID/status`) per request: how often it blocked waiting for events. Each \
+         costs a sleep and a wake-up in the kernel, so a server that batches more events \
+         per turn spends less CPU per request while it is not saturated.\n\
+         - allocs/req: allocations and reallocations counted by the server's global \
+         allocator over the measured phase, per request (Rust servers only)."
+    );
+}
+
+/// The table, the targets and the style comparison for one message size.
+fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>]) {
+    let find = |label: &str| servers.iter().position(|s| s.label == label);
+    let stats = |i: usize, f: &dyn Fn(&Sample) -> f64| -> Option<(f64, f64, f64)> {
+        let mut v: Vec<f64> = per[i].iter().map(f).filter(|x| x.is_finite()).collect();
+        (!v.is_empty()).then(|| common::summary(&mut v))
+    };
+    let med = |label: &str, f: &dyn Fn(&Sample) -> f64| {
+        find(label).and_then(|i| stats(i, f)).map(|x| x.0)
+    };
+    let base_rps = med(CALLBACKS, &|s| s.rps);
+    let mio_cpu = med(MIO, &|s| s.cpu_us);
+    println!(
+        "\n### TCP echo, {} messages, {conns} connections\n",
+        kib(size)
+    );
+    println!(
+        "| contender | req/s | min–max | vs callbacks | p50 ms | p99 ms | server CPU µs/req | min–max | vs mio | CPU use | sleeps/req | allocs/req |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let section_rps = format!("echo {}: requests/s", kib(size));
+    let section_cpu = format!("echo {}: server CPU per request", kib(size));
+    for (i, s) in servers.iter().enumerate() {
+        let Some((r, rlo, rhi)) = stats(i, &|s| s.rps) else {
+            println!("| {} | failed | | | | | | | | | | |", s.label);
+            continue;
+        };
+        let (c, clo, chi) = stats(i, &|s| s.cpu_us).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+        let median = |f: &dyn Fn(&Sample) -> f64| stats(i, f).map_or(f64::NAN, |x| x.0);
+        let allocs = stats(i, &|s| s.allocs.unwrap_or(f64::NAN))
+            .map_or("n/a".into(), |x| format!("{:.3}", x.0));
+        let ratio = |a: f64, b: Option<f64>| b.map_or("n/a".into(), |b| format!("{:.2}×", a / b));
+        println!(
+            "| {} | {:.0} | {:.0}–{:.0} | {} | {:.3} | {:.3} | {:.2} | {:.2}–{:.2} | {} | {:.0} % | {:.2} | {allocs} |",
+            s.label,
+            r,
+            rlo,
+            rhi,
+            ratio(r, base_rps),
+            median(&|s| s.p50),
+            median(&|s| s.p99),
+            c,
+            clo,
+            chi,
+            ratio(c, mio_cpu),
+            median(&|s| s.cpu_use) * 100.0,
+            median(&|s| s.sleeps)
+        );
+        common::record_value(&section_rps, s.label, "req/s", Better::Higher, r, rlo, rhi);
+        common::record_value(&section_cpu, s.label, "µs/req", Better::Lower, c, clo, chi);
+    }
+
+    let d_cpu = med(CALLBACKS, &|s| s.cpu_us);
+    let what = format!("echo {}: requests/s at least tokio's", kib(size));
+    match (base_rps, med(TOKIO, &|s| s.rps)) {
+        (Some(d), Some(t)) => common::target(&what, 1.0 / d, 1.0 / t, 1.0),
+        _ => not_measured(&what),
+    }
+    let what = format!(
+        "echo {}: server CPU per request at most 1.10× the hand-written mio server's",
+        kib(size)
+    );
+    match (d_cpu, mio_cpu) {
+        (Some(d), Some(m)) => common::target_at_most(&what, d, m, 1.10),
+        _ => not_measured(&what),
+    }
+    let what = format!(
+        "echo {}: no heap allocation per echoed request in the deferloop server",
+        kib(size)
+    );
+    match med(CALLBACKS, &|s| s.allocs.unwrap_or(f64::NAN)) {
+        Some(a) => {
+            let verdict = if a == 0.0 { "met" } else { "**not met**" };
+            println!("\n- Target: {what}: measured {a:.3} per request (needed 0): {verdict}");
+            common::record(&["target", &what, &format!("{a:.3}"), "0", verdict]);
+        }
+        None => not_measured(&what),
+    }
+    if let (Some(d_rps), Some(d_cpu), Some(c_rps), Some(c_cpu)) = (
+        base_rps,
+        d_cpu,
+        med(COROUTINES, &|s| s.rps),
+        med(COROUTINES, &|s| s.cpu_us),
+    ) {
+        println!(
+            "- Style, on the same loop: coroutines need {:.2}× the server CPU per request of \
+             callbacks, and reach {:.2}× their requests/s.",
+            c_cpu / d_cpu,
+            c_rps / d_rps
+        );
+    }
+}
+
+fn not_measured(what: &str) {
+    println!("\n- Target: {what}: not measured (a contender has no sample): **not met**");
+    common::record(&["target", what, "n/a", "n/a", "**not met**"]);
+}
+
+/// Draws every table recorded in `$DEFERLOOP_BENCH_RESULTS` into `out`.
+fn write_chart(out: &str) {
+    let Some(path) = std::env::var_os("DEFERLOOP_BENCH_RESULTS") else {
+        eprintln!("--chart needs DEFERLOOP_BENCH_RESULTS: no chart written");
+        return;
+    };
+    let text = std::fs::read_to_string(&path).expect("read the results file");
+    let rows = svg::parse(&text);
+    let svg = svg::chart(
+        "deferloop benchmarks: medians, whiskers from min to max (scripts/bench_report.sh)",
+        &rows,
+    );
+    svg::check_tags(&svg);
+    std::fs::write(out, svg).expect("write the chart");
+    eprintln!("wrote {out}");
+}
+
+// ---- the smoke (cargo test) ---------------------------------------------------
+
+/// `cargo test`: the harness's self-checks, then every Rust server echoes
+/// (checked byte for byte) under a few hundred milliseconds of load. Never
+/// needs Python; a watchdog ends it if anything hangs.
+pub fn smoke() {
+    std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_secs(120));
+        eprintln!("echo smoke: still running after 120 s; giving up");
+        std::process::exit(1);
+    });
+    crate::common::hist::selftest();
+    assert_eq!(common::summary(&mut [3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+    assert_eq!(
+        common::summary(&mut [4.0, 1.0]).0,
+        2.5,
+        "even count: mean of the middle two"
+    );
+    assert_eq!(
+        common::shown(1.104, 1.10),
+        "1.104",
+        "a near miss is not shown as the limit"
+    );
+    assert_eq!(common::shown(1.2, 1.10), "1.20");
+    svg::selftest();
+    let servers: Vec<Server> = CONTENDERS
+        .iter()
+        .filter(|c| matches!(c.kind, Kind::Rust(_)))
+        .map(|c| Server::start(*c, None, None).unwrap_or_else(|e| panic!("{}: {e}", c.label)))
+        .collect();
+    for s in &servers {
+        servers::check_echo(s.addr).unwrap_or_else(|e| panic!("{}: {e}", s.label));
+    }
+    for size in [1024, 100 * 1024] {
+        let per: Vec<Vec<Sample>> = servers
+            .iter()
+            .map(|s| {
+                let load = Load {
+                    addr: s.addr,
+                    size,
+                    conns: 2,
+                    warmup: Duration::from_millis(20),
+                    measure: Duration::from_millis(100),
+                    verify: true,
+                };
+                let x = sample(s, &load).unwrap_or_else(|e| panic!("{}: {e}", s.label));
+                assert!(
+                    x.allocs.is_some(),
+                    "{}: the allocation count answers",
+                    s.label
+                );
+                vec![x]
+            })
+            .collect();
+        // The report's code on the smoke's tiny samples: its figures mean nothing.
+        println!("echo smoke: the report at {size} B, from 0.1 s samples (not figures)");
+        report_size(&servers, size, 2, &per);
+    }
+    println!("echo smoke: ok");
+}
