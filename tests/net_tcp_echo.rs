@@ -280,7 +280,7 @@ fn a_thousand_concurrent_connections_each_echo_and_close_once() {
         );
         clients.push(seen);
     }
-    run_until(&ev, Duration::from_secs(60), || {
+    run_until(&ev, Duration::from_secs(120), || {
         servers.borrow().len() == N
             && clients.iter().all(|c| util::net::lost_count(c) == 1)
             && servers
