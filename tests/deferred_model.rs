@@ -1,9 +1,17 @@
-//! Model test: random sequences of add-callback / add-errback / fire / pause /
-//! unpause / chain against a small reference model of one chain must produce the
-//! same observable trace, flags and final result.
+//! Model test: random sequences of add-callback / add-errback / panicking
+//! callbacks / fire / pause / unpause / chain (a callback returning a pending
+//! or a fired Deferred) / `chain_deferred` / cancel (with no canceller, or one
+//! that does nothing, fires, or panics) against a small reference model of
+//! Twisted's rules must produce the same observable trace, the same answers
+//! to every fire, the same flags on every Deferred, the same final result,
+//! and, once everything is dropped, the same failures reported as unhandled
+//! (and panicking cancellers logged), each exactly once.
+//! Cases: `PROPTEST_CASES`, else the count below (RELIABILITY.md).
 
-use deferloop::deferred::{succeed, Deferred, Resolver};
-use deferloop::Failure;
+mod util;
+
+use deferloop::deferred::{fail, succeed, AlreadyCalled, Cancelled, Deferred, Resolver};
+use deferloop::{Failure, Panicked};
 use proptest::prelude::*;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -13,30 +21,64 @@ use std::rc::Rc;
 enum Op {
     AddCallback(i64),
     AddFailing,
+    AddPanicking,
     AddErrback(i64),
     AddChainPending,
     AddChainReady(i64),
-    Fire(i64),
-    FireErr,
-    FireInner(i64),
-    FireInnerErr,
+    AddChainFailed,
+    /// Fire the `k`-th Deferred of the main line (modulo): the first one, or
+    /// one that a `chain_deferred` forwards into.
+    Fire(usize, i64),
+    FireErr(usize),
+    /// Fire the `k`-th Deferred (modulo) that a callback returned pending.
+    FireInner(usize, i64),
+    FireInnerErr(usize),
     Pause,
     Unpause,
+    Cancel,
+    /// `d.chain_deferred(&e)` with a new `e`, which the next ops extend.
+    ChainTo,
+    /// The same with an `e` that has already fired with this value.
+    ChainToFired(i64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (-5i64..5).prop_map(Op::AddCallback),
         1 => Just(Op::AddFailing),
+        1 => Just(Op::AddPanicking),
         2 => (-5i64..5).prop_map(Op::AddErrback),
         1 => Just(Op::AddChainPending),
         1 => (-5i64..5).prop_map(Op::AddChainReady),
-        1 => (-5i64..5).prop_map(Op::Fire),
-        1 => Just(Op::FireErr),
-        1 => (-5i64..5).prop_map(Op::FireInner),
-        1 => Just(Op::FireInnerErr),
+        1 => Just(Op::AddChainFailed),
+        1 => (any::<usize>(), -5i64..5).prop_map(|(k, v)| Op::Fire(k, v)),
+        1 => any::<usize>().prop_map(Op::FireErr),
+        2 => (any::<usize>(), -5i64..5).prop_map(|(k, v)| Op::FireInner(k, v)),
+        1 => any::<usize>().prop_map(Op::FireInnerErr),
         1 => Just(Op::Pause),
         1 => Just(Op::Unpause),
+        1 => Just(Op::Cancel),
+        1 => Just(Op::ChainTo),
+        1 => (-5i64..5).prop_map(Op::ChainToFired),
+    ]
+}
+
+/// What the first Deferred's canceller does, if it has one.
+#[derive(Debug, Clone, Copy)]
+enum CancellerM {
+    Noop,
+    Callback(i64),
+    Errback,
+    Panic,
+}
+
+fn canceller() -> impl Strategy<Value = Option<CancellerM>> {
+    prop_oneof![
+        3 => Just(None),
+        1 => Just(Some(CancellerM::Noop)),
+        1 => (-5i64..5).prop_map(|v| Some(CancellerM::Callback(v))),
+        1 => Just(Some(CancellerM::Errback)),
+        1 => Just(Some(CancellerM::Panic)),
     ]
 }
 
@@ -46,82 +88,210 @@ type R = Result<i64, String>;
 enum LinkM {
     Cb(usize, i64),
     Fail(usize),
+    Panic(usize),
     Eb(usize, i64),
     ChainPending(usize),
     ChainReady(usize, i64),
+    ChainFailed(usize),
+    /// Twisted's CONTINUE marker: hand the result to this waiting node.
+    Continue(usize),
+    /// `chain_deferred`: fire this node with the result.
+    Forward(usize),
 }
 
-/// The reference model: Twisted's rules written as plainly as possible.
-#[derive(Default)]
-struct Model {
+/// One Deferred of the model.
+#[derive(Debug, Default)]
+struct NodeM {
     links: VecDeque<LinkM>,
-    fired: bool,
+    called: bool,
     result: Option<R>,
     paused: u32,
-    waiting: bool,
+    /// The inner node this one waits on.
+    waiting: Option<usize>,
+    suppress: bool,
+    canceller: Option<CancellerM>,
+}
+
+/// The reference model: Twisted's rules written as plainly as possible,
+/// recursively (the order of callbacks is the same as the iterative runner's).
+#[derive(Default)]
+struct Model {
+    nodes: Vec<NodeM>,
+    /// The main line: the first node, then each `chain_deferred` target.
+    main: Vec<usize>,
+    /// Nodes returned pending by callbacks, in creation order.
+    inners: Vec<usize>,
     trace: Vec<String>,
+    canceller_panics: usize,
 }
 
 impl Model {
-    fn run(&mut self) {
-        while self.fired && self.paused == 0 && !self.waiting {
-            let Some(l) = self.links.pop_front() else {
+    fn new_node(&mut self) -> usize {
+        self.nodes.push(NodeM::default());
+        self.nodes.len() - 1
+    }
+
+    fn cur(&self) -> usize {
+        *self.main.last().unwrap()
+    }
+
+    fn runnable(&self, id: usize) -> bool {
+        let n = &self.nodes[id];
+        n.called && n.paused == 0 && n.waiting.is_none() && n.result.is_some()
+    }
+
+    fn run(&mut self, id: usize) {
+        while self.runnable(id) {
+            let Some(l) = self.nodes[id].links.pop_front() else {
                 break;
             };
-            let r = self.result.take().unwrap();
-            self.result = Some(match (l, r) {
-                (LinkM::Cb(id, k), Ok(x)) => {
-                    self.trace.push(format!("cb{id}:{x}"));
-                    Ok(x + k)
+            let r = self.nodes[id].result.take().unwrap();
+            let next = match (l, r) {
+                (LinkM::Cb(i, k), Ok(x)) => {
+                    self.trace.push(format!("cb{i}:{x}"));
+                    Some(Ok(x + k))
                 }
-                (LinkM::Fail(id), Ok(x)) => {
-                    self.trace.push(format!("fail{id}:{x}"));
-                    Err(format!("f{id}"))
+                (LinkM::Fail(i), Ok(x)) => {
+                    self.trace.push(format!("fail{i}:{x}"));
+                    Some(Err(format!("f{i}")))
                 }
-                (LinkM::Eb(id, v), Err(e)) => {
-                    self.trace.push(format!("eb{id}:{e}"));
-                    Ok(v)
+                (LinkM::Panic(i), Ok(x)) => {
+                    self.trace.push(format!("panic{i}:{x}"));
+                    Some(Err(format!("panic:model-panic {i}")))
                 }
-                (LinkM::ChainPending(id), Ok(x)) => {
-                    self.trace.push(format!("chain{id}:{x}"));
-                    self.waiting = true;
-                    break;
+                (LinkM::Eb(i, v), Err(e)) => {
+                    self.trace.push(format!("eb{i}:{e}"));
+                    Some(Ok(v))
                 }
-                (LinkM::ChainReady(id, v), Ok(x)) => {
-                    self.trace.push(format!("ready{id}:{x}"));
-                    Ok(v)
+                (LinkM::ChainPending(i), Ok(x)) => {
+                    self.trace.push(format!("chain{i}:{x}"));
+                    let inner = self.new_node();
+                    self.nodes[inner].links.push_back(LinkM::Continue(id));
+                    self.inners.push(inner);
+                    self.nodes[id].waiting = Some(inner);
+                    None
                 }
-                (_, r) => r,
-            });
+                (LinkM::ChainReady(i, v), Ok(x)) => {
+                    self.trace.push(format!("ready{i}:{x}"));
+                    Some(Ok(v))
+                }
+                (LinkM::ChainFailed(i), Ok(x)) => {
+                    self.trace.push(format!("failed{i}:{x}"));
+                    Some(Err(format!("r{i}")))
+                }
+                (LinkM::Continue(w), r) => {
+                    self.nodes[w].result = Some(r);
+                    self.nodes[w].waiting = None;
+                    self.run(w);
+                    None
+                }
+                (LinkM::Forward(t), r) => {
+                    let target = &mut self.nodes[t];
+                    if !target.called {
+                        target.called = true;
+                        target.result = Some(r);
+                        target.canceller = None;
+                        self.run(t);
+                        None
+                    } else if std::mem::take(&mut target.suppress) {
+                        None
+                    } else {
+                        Some(Err("already".to_owned()))
+                    }
+                }
+                (_, r) => Some(r),
+            };
+            self.nodes[id].result = next;
         }
     }
 
-    fn fire(&mut self, r: R) -> bool {
-        if self.fired {
-            return false;
+    fn fire(&mut self, id: usize, r: R) -> bool {
+        let n = &mut self.nodes[id];
+        if n.called {
+            return std::mem::take(&mut n.suppress);
         }
-        self.fired = true;
-        self.result = Some(r);
-        self.run();
+        n.called = true;
+        n.result = Some(r);
+        n.canceller = None;
+        self.run(id);
         true
     }
 
-    fn fire_inner(&mut self, r: R) -> bool {
-        // Only the inner the chain waits on is ever fired by the test.
-        if !self.waiting {
-            return false;
+    fn add(&mut self, l: LinkM) {
+        let id = self.cur();
+        self.nodes[id].links.push_back(l);
+        self.run(id);
+    }
+
+    fn cancel(&mut self, id: usize) {
+        if !self.nodes[id].called {
+            match self.nodes[id].canceller.take() {
+                Some(c) => {
+                    self.trace.push("canceller".to_owned());
+                    match c {
+                        CancellerM::Noop => {}
+                        CancellerM::Callback(v) => {
+                            self.fire(id, Ok(v));
+                        }
+                        CancellerM::Errback => {
+                            self.fire(id, Err("ce".to_owned()));
+                        }
+                        CancellerM::Panic => {
+                            self.canceller_panics += 1;
+                            return;
+                        }
+                    }
+                    if !self.nodes[id].called {
+                        self.fire(id, Err("cancelled".to_owned()));
+                    }
+                }
+                None => {
+                    self.nodes[id].suppress = true;
+                    self.fire(id, Err("cancelled".to_owned()));
+                }
+            }
+        } else if let Some(inner) = self.nodes[id].waiting {
+            self.cancel(inner);
         }
-        self.waiting = false;
-        self.result = Some(r);
-        self.run();
-        true
+    }
+
+    /// What `result()` gives on node `id` (taking it, as `result()` does).
+    fn take_result(&mut self, id: usize) -> Option<R> {
+        let n = &mut self.nodes[id];
+        let idle = n.called && n.paused == 0 && n.waiting.is_none() && n.links.is_empty();
+        if idle {
+            n.result.take()
+        } else {
+            None
+        }
+    }
+
+    /// Nodes that will report an unhandled failure when dropped.
+    fn unhandled(&self) -> usize {
+        let failed = |n: &&NodeM| matches!(n.result, Some(Err(_)));
+        self.nodes.iter().filter(failed).count()
+    }
+}
+
+/// A failure as the model writes it.
+fn render(f: &Failure) -> String {
+    if f.check::<Cancelled>() {
+        "cancelled".to_owned()
+    } else if f.check::<AlreadyCalled>() {
+        "already".to_owned()
+    } else if let Some(p) = f.downcast_ref::<Panicked>() {
+        format!("panic:{}", p.message)
+    } else {
+        f.to_string()
     }
 }
 
 struct Real {
+    /// The current end of the main line.
     d: Option<Deferred<i64>>,
-    r: Resolver<i64>,
-    inner: Rc<RefCell<Option<Resolver<i64>>>>,
+    /// Resolvers of the main line, in order.
+    main: Vec<Resolver<i64>>,
+    inners: Rc<RefCell<Vec<Resolver<i64>>>>,
     trace: Rc<RefCell<Vec<String>>>,
 }
 
@@ -132,21 +302,87 @@ impl Real {
     }
 }
 
-fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
+thread_local! {
+    /// (unhandled-failure reports, panicking-canceller reports) logged here.
+    static LOGGED: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Counts, per thread, the two reports the model predicts.
+struct Counter;
+
+impl log::Log for Counter {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        let msg = r.args().to_string();
+        LOGGED.with(|c| {
+            let (u, p) = c.get();
+            if msg.starts_with("Unhandled error in Deferred") {
+                c.set((u + 1, p));
+            } else if msg.starts_with("canceller of Deferred") {
+                c.set((u, p + 1));
+            }
+        });
+    }
+    fn flush(&self) {}
+}
+
+/// Keeps the panics the model asks for off stderr; counts the reports.
+fn quiet_model_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let msg = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                .unwrap_or("");
+            if !msg.starts_with("model-panic") {
+                prev(info);
+            }
+        }));
+        log::set_logger(&Counter).unwrap();
+        log::set_max_level(log::LevelFilter::Error);
+    });
+}
+
+fn check(cancel_with: Option<CancellerM>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    quiet_model_panics();
+    LOGGED.with(|c| c.set((0, 0)));
     let mut m = Model::default();
-    let (d, r) = Deferred::<i64>::new();
+    let root = m.new_node();
+    m.nodes[root].canceller = cancel_with;
+    m.main.push(root);
+    let trace: Rc<RefCell<Vec<String>>> = Rc::default();
+    let (d, r) = match cancel_with {
+        None => Deferred::<i64>::new(),
+        Some(c) => {
+            let t = trace.clone();
+            Deferred::with_canceller(move |r: &Resolver<i64>| {
+                t.borrow_mut().push("canceller".to_owned());
+                match c {
+                    CancellerM::Noop => {}
+                    CancellerM::Callback(v) => r.callback(v).unwrap(),
+                    CancellerM::Errback => r.errback(Failure::msg("ce")).unwrap(),
+                    CancellerM::Panic => panic!("model-panic in canceller"),
+                }
+            })
+        }
+    };
     let mut real = Real {
         d: Some(d),
-        r,
-        inner: Rc::default(),
-        trace: Rc::default(),
+        main: vec![r],
+        inners: Rc::default(),
+        trace,
     };
     for (id, op) in ops.into_iter().enumerate() {
         let t = real.trace.clone();
         match op {
             Op::AddCallback(k) => {
-                m.links.push_back(LinkM::Cb(id, k));
-                m.run();
+                m.add(LinkM::Cb(id, k));
                 real.add(|d| {
                     d.add_callback(move |x| {
                         t.borrow_mut().push(format!("cb{id}:{x}"));
@@ -155,8 +391,7 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 });
             }
             Op::AddFailing => {
-                m.links.push_back(LinkM::Fail(id));
-                m.run();
+                m.add(LinkM::Fail(id));
                 real.add(|d| {
                     d.add_callback(move |x| {
                         t.borrow_mut().push(format!("fail{id}:{x}"));
@@ -164,32 +399,40 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     })
                 });
             }
+            Op::AddPanicking => {
+                m.add(LinkM::Panic(id));
+                real.add(|d| {
+                    d.add_callback(move |x| -> Result<i64, Failure> {
+                        t.borrow_mut().push(format!("panic{id}:{x}"));
+                        panic!("model-panic {id}")
+                    })
+                });
+            }
             Op::AddErrback(v) => {
-                m.links.push_back(LinkM::Eb(id, v));
-                m.run();
+                m.add(LinkM::Eb(id, v));
                 real.add(|d| {
                     d.add_errback(move |f| {
-                        t.borrow_mut().push(format!("eb{id}:{f}"));
+                        t.borrow_mut().push(format!("eb{id}:{}", render(&f)));
                         Ok(v)
                     })
                 });
             }
             Op::AddChainPending => {
-                m.links.push_back(LinkM::ChainPending(id));
-                m.run();
-                let slot = real.inner.clone();
+                m.add(LinkM::ChainPending(id));
+                // Weak: a chain must not keep the inner Deferreds alive (a
+                // cycle would hide their unhandled failures).
+                let slot = Rc::downgrade(&real.inners);
                 real.add(|d| {
                     d.add_callback(move |x| {
                         t.borrow_mut().push(format!("chain{id}:{x}"));
                         let (inner, ir) = Deferred::<i64>::new();
-                        *slot.borrow_mut() = Some(ir);
+                        slot.upgrade().unwrap().borrow_mut().push(ir);
                         inner
                     })
                 });
             }
             Op::AddChainReady(v) => {
-                m.links.push_back(LinkM::ChainReady(id, v));
-                m.run();
+                m.add(LinkM::ChainReady(id, v));
                 real.add(|d| {
                     d.add_callback(move |x| {
                         t.borrow_mut().push(format!("ready{id}:{x}"));
@@ -197,57 +440,103 @@ fn check(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     })
                 });
             }
-            Op::Fire(v) => {
-                let ok = m.fire(Ok(v));
-                prop_assert_eq!(real.r.callback(v).is_ok(), ok);
+            Op::AddChainFailed => {
+                m.add(LinkM::ChainFailed(id));
+                real.add(|d| {
+                    d.add_callback(move |x| {
+                        t.borrow_mut().push(format!("failed{id}:{x}"));
+                        fail::<i64>(Failure::msg(format!("r{id}")))
+                    })
+                });
             }
-            Op::FireErr => {
-                let ok = m.fire(Err(format!("e{id}")));
-                prop_assert_eq!(real.r.errback(Failure::msg(format!("e{id}"))).is_ok(), ok);
+            Op::Fire(k, v) => {
+                let k = k % m.main.len();
+                let ok = m.fire(m.main[k], Ok(v));
+                prop_assert_eq!(real.main[k].callback(v).is_ok(), ok, "fire {}", k);
             }
-            Op::FireInner(_) | Op::FireInnerErr if m.waiting => {
+            Op::FireErr(k) => {
+                let k = k % m.main.len();
+                let ok = m.fire(m.main[k], Err(format!("e{id}")));
+                let got = real.main[k].errback(Failure::msg(format!("e{id}")));
+                prop_assert_eq!(got.is_ok(), ok, "errback {}", k);
+            }
+            Op::FireInner(k, _) | Op::FireInnerErr(k) if !m.inners.is_empty() => {
+                let k = k % m.inners.len();
                 let r: R = match op {
-                    Op::FireInner(v) => Ok(v),
+                    Op::FireInner(_, v) => Ok(v),
                     _ => Err(format!("i{id}")),
                 };
-                m.fire_inner(r.clone());
-                let ir = real.inner.borrow_mut().take().expect("real waits too");
-                prop_assert!(ir.resolve(r.map_err(Failure::msg)).is_ok());
+                let ok = m.fire(m.inners[k], r.clone());
+                let ir = real.inners.borrow()[k].clone();
+                prop_assert_eq!(ir.resolve(r.map_err(Failure::msg)).is_ok(), ok);
             }
-            Op::FireInner(_) | Op::FireInnerErr => {}
+            Op::FireInner(..) | Op::FireInnerErr(_) => {}
             Op::Pause => {
-                m.paused += 1;
+                let c = m.cur();
+                m.nodes[c].paused += 1;
                 real.d.as_ref().unwrap().pause();
             }
             Op::Unpause => {
-                let ok = m.paused > 0;
+                let c = m.cur();
+                let ok = m.nodes[c].paused > 0;
                 if ok {
-                    m.paused -= 1;
-                    m.run();
+                    m.nodes[c].paused -= 1;
+                    m.run(c);
                 }
                 prop_assert_eq!(real.d.as_ref().unwrap().unpause().is_ok(), ok);
+            }
+            Op::Cancel => {
+                m.cancel(m.cur());
+                real.d.as_ref().unwrap().cancel();
+            }
+            Op::ChainTo | Op::ChainToFired(_) => {
+                let target = m.new_node();
+                let (e, er) = Deferred::<i64>::new();
+                if let Op::ChainToFired(v) = op {
+                    m.fire(target, Ok(v));
+                    er.callback(v).unwrap();
+                }
+                m.add(LinkM::Forward(target));
+                m.main.push(target);
+                real.d.take().unwrap().chain_deferred(&er);
+                real.d = Some(e);
+                real.main.push(er);
             }
         }
         prop_assert_eq!(&*real.trace.borrow(), &m.trace);
         let d = real.d.as_ref().unwrap();
-        prop_assert_eq!(d.is_called(), m.fired);
-        prop_assert_eq!(d.is_paused(), m.paused > 0 || m.waiting);
+        let c = &m.nodes[m.cur()];
+        prop_assert_eq!(d.is_called(), c.called);
+        prop_assert_eq!(d.is_paused(), c.paused > 0 || c.waiting.is_some());
+        for (k, r) in real.main.iter().enumerate() {
+            prop_assert_eq!(r.is_called(), m.nodes[m.main[k]].called, "main {}", k);
+        }
+        prop_assert_eq!(real.inners.borrow().len(), m.inners.len());
+        for (k, r) in real.inners.borrow().iter().enumerate() {
+            prop_assert_eq!(r.is_called(), m.nodes[m.inners[k]].called, "inner {}", k);
+        }
     }
-    let idle = m.fired && m.paused == 0 && !m.waiting && m.links.is_empty();
+    let want = m.take_result(m.cur());
     let got = real
         .d
         .take()
         .unwrap()
         .result()
-        .map(|r| r.map_err(|f| f.to_string()));
-    prop_assert_eq!(got, if idle { m.result.clone() } else { None });
+        .map(|r| r.map_err(|f| render(&f)));
+    prop_assert_eq!(got, want);
+    drop(real);
+    let logged = LOGGED.with(|c| c.get());
+    prop_assert_eq!(logged, (m.unhandled(), m.canceller_panics), "reports");
     Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: util::cases(3000), .. ProptestConfig::default() })]
     #[test]
-    fn chain_matches_the_reference_model(ops in proptest::collection::vec(op(), 0..24)) {
-        check(ops)?;
+    fn chain_matches_the_reference_model(
+        cancel_with in canceller(),
+        ops in proptest::collection::vec(op(), 0..32),
+    ) {
+        check(cancel_with, ops)?;
     }
 }
