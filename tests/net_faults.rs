@@ -2,7 +2,7 @@
 //! connection (with the panic as the reason) and no other; a factory that
 //! panics costs one connection, not the listener; a write to a peer that
 //! vanished (reset, or half-closed then gone) loses that connection once,
-//! with the socket's error.
+//! with the socket's error, and never raises SIGPIPE.
 
 mod util;
 
@@ -259,4 +259,66 @@ fn a_write_to_a_vanished_peer_loses_the_connection_once_with_the_error() {
             "{how:?}: {kind:?}"
         );
     }
+}
+
+/// What the child process of the SIGPIPE test runs: the same faults, with
+/// SIGPIPE at its default action (as in a program that does not ignore it,
+/// unlike Rust's own `main`), over TCP and over a Unix socket.
+fn vanished_peers_with_default_sigpipe() {
+    // SAFETY: restoring a signal's default action; no handler is involved.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    for how in [Write::Plain, Write::Vectored] {
+        write_after_peer_vanished(how, true);
+        println!("tcp {how:?}: connection lost, process alive");
+        let ev = EventLoop::new().unwrap();
+        let path = std::env::temp_dir().join(format!(
+            "deferloop-sigpipe-{}-{how:?}.sock",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let (rec, seen) = Rec::new();
+        let mut slot = Some(rec);
+        let _l = ev.listen_unix(&path, move || slot.take().unwrap()).unwrap();
+        let peer = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        run_until(&ev, T, || seen.borrow().transport.is_some());
+        drop(peer); // a Unix socket has no reset: the next write is EPIPE
+        let t = seen.borrow().transport.clone().unwrap();
+        write_to(&t, how);
+        run_until(&ev, T, || lost_count(&seen) == 1);
+        assert_eq!(lost_with_io_error(&seen), std::io::ErrorKind::BrokenPipe);
+        let _ = std::fs::remove_file(&path);
+        println!("unix {how:?}: connection lost, process alive");
+    }
+}
+
+/// A program embedding the loop need not ignore SIGPIPE: a write to a peer
+/// that vanished is an error on that connection, never a signal that kills
+/// the process. Run in a child process, which SIGPIPE would kill.
+#[test]
+fn a_write_to_a_vanished_peer_never_raises_sigpipe() {
+    const CHILD: &str = "DEFERLOOP_TEST_SIGPIPE_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        vanished_peers_with_default_sigpipe();
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_write_to_a_vanished_peer_never_raises_sigpipe",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child {:?} (signal {:?}):\n{stdout}\n{}",
+        out.status,
+        out.status.signal(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.matches("connection lost, process alive").count(), 4);
 }

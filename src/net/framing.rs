@@ -499,7 +499,8 @@ impl<P: FrameProtocol> LengthPrefixed<P> {
         }
     }
 
-    /// Writes `message` with its prefix (one `writev` when nothing is buffered).
+    /// Writes `message` with its prefix (one system call when nothing is
+    /// buffered and it is small; see [`Transport::write_vectored`]).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] if the length does not fit the prefix;
