@@ -120,12 +120,13 @@ impl LineDecoder {
             let Some(end) = self.end_of_partial(data) else {
                 return self.keep_partial(data);
             };
-            self.partial.extend_from_slice(&data[..end]);
-            data = &data[end..];
-            let line_len = self.partial.len() - k;
+            // Checked before copying: the rest of the line may be a whole read.
+            let line_len = self.partial.len() + end - k;
             if line_len > self.max_line {
                 return Err(self.too_long(line_len));
             }
+            self.partial.extend_from_slice(&data[..end]);
+            data = &data[end..];
             let go_on = on_line(&self.partial[..line_len]);
             self.partial.clear();
             if !go_on {
