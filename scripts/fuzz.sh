@@ -4,7 +4,6 @@
 #
 #   scripts/fuzz.sh                      # every target, 30 s each
 #   scripts/fuzz.sh 3600 line_decoder    # one target, an hour
-#   FUZZ_JOBS=2 scripts/fuzz.sh 600      # two processes per target
 #
 # Stable Rust: cargo-fuzz's instrumentation flags are stable, but
 # `-Zsanitizer=address` is not; RUSTC_BOOTSTRAP=1 lets the stable compiler
@@ -21,7 +20,6 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(line_decoder length_decoder deferred_ops)
 sanitizer=${FUZZ_SANITIZER:-address}
-jobs=${FUZZ_JOBS:-1}
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked --version 0.13.2
@@ -34,23 +32,19 @@ cargo fuzz build --sanitizer "$sanitizer"
 for t in "${targets[@]}"; do
     mkdir -p "fuzz/corpus/$t"
     log=$(mktemp)
-    echo "== fuzz $t: ${secs}s, sanitizer $sanitizer, $jobs job(s)"
+    echo "== fuzz $t: ${secs}s, sanitizer $sanitizer"
     status=0
     cargo fuzz run --sanitizer "$sanitizer" "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
-        -max_total_time="$secs" -print_final_stats=1 -jobs="$jobs" -workers="$jobs" \
+        -max_total_time="$secs" -print_final_stats=1 \
         >"$log" 2>&1 || status=$?
-    if [ "$jobs" -gt 1 ]; then
-        cat fuzz-*.log >>"$log" 2>/dev/null || true
-        rm -f fuzz-*.log
-    fi
     if [ "$status" != 0 ]; then
         tail -n 60 "$log"
         echo "== fuzz $t: FAILED (input in fuzz/artifacts/$t/)"
         exit 1
     fi
-    runs=$(grep -h 'stat::number_of_executed_units' "$log" | awk '{s += $2} END {print s + 0}')
+    runs=$(grep -h 'stat::number_of_executed_units' "$log" | awk '{print $2}')
     cov=$(grep -hE '(DONE|pulse|NEW|REDUCE) +cov:' "$log" | tail -n 1 | grep -o 'cov: [0-9]*' | cut -d' ' -f2 || true)
-    rss=$(grep -h 'stat::peak_rss_mb' "$log" | awk '{if ($2 > m) m = $2} END {print m + 0}')
+    rss=$(grep -h 'stat::peak_rss_mb' "$log" | awk '{print $2}')
     echo "== fuzz $t: ok, $runs runs in ${secs}s, ${cov:-?} coverage edges, corpus $(ls "fuzz/corpus/$t" | wc -l) inputs, peak RSS ${rss} MB"
     rm -f "$log"
 done
