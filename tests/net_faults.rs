@@ -157,7 +157,7 @@ fn one_connection(ev: &EventLoop) -> (TcpStream, util::net::Shared) {
         .unwrap();
     let peer = TcpStream::connect(l.local_addr().as_inet().unwrap()).unwrap();
     run_until(ev, T, || seen.borrow().transport.is_some());
-    std::mem::forget(l); // keeps listening; closed with the loop
+    drop(l); // the listener goes on listening until the loop closes
     (peer, seen)
 }
 
