@@ -431,6 +431,40 @@ macro_rules! forward_protocol {
 /// Lines after one that closed the transport are dropped. A line over the
 /// limit calls `frame_error`, then closes the connection (flushing what was
 /// written) with the [`FrameError`] as `connection_lost`'s reason.
+///
+/// # Examples
+/// A line server that answers each line with its length, and a client:
+/// ```
+/// use deferloop::net::framing::{FrameProtocol, Lines};
+/// use deferloop::net::{Protocol, Transport};
+/// use deferloop::EventLoop;
+///
+/// struct Len;
+/// impl FrameProtocol for Len {
+///     fn frame_received(&mut self, t: &Transport, line: &[u8]) {
+///         t.write(format!("{}\r\n", line.len()).as_bytes());
+///     }
+/// }
+/// struct Ask(Vec<u8>);
+/// impl Protocol for Ask {
+///     fn connection_made(&mut self, t: &Transport) {
+///         t.write(b"hello\r\nsplit li");
+///         t.write(b"ne\r\n");
+///     }
+///     fn data_received(&mut self, t: &Transport, data: &[u8]) {
+///         self.0.extend_from_slice(data);
+///         if self.0 == b"5\r\n10\r\n" {
+///             t.event_loop().stop();
+///         }
+///     }
+/// }
+///
+/// let ev = EventLoop::new()?;
+/// let server = ev.listen_tcp("127.0.0.1:0".parse().unwrap(), || Lines::new(Len))?;
+/// let _client = ev.connect_tcp(server.local_addr().as_inet().unwrap(), Ask(Vec::new()));
+/// ev.run()?;
+/// # Ok::<(), deferloop::Error>(())
+/// ```
 pub struct Lines<P> {
     decoder: LineDecoder,
     inner: P,
