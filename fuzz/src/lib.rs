@@ -106,6 +106,34 @@ impl<'a> Input<'a> {
     }
 }
 
+/// Feeds `chunks` in order through `feed` (which hands each frame to the
+/// digest, allocating nothing itself) until one fails, asserting that no feed
+/// grows the heap by more than `bound` bytes; then asserts that the frames
+/// delivered are `want`.
+pub fn feed_within_bound<E>(
+    chunks: &[&[u8]],
+    bound: usize,
+    want: &[Vec<u8>],
+    mut feed: impl FnMut(&[u8], &mut Digest) -> Result<(), E>,
+) {
+    let mut digest = Digest::default();
+    for c in chunks {
+        let mut r = Ok(());
+        let grew = peak_growth(|| r = feed(c, &mut digest));
+        assert!(
+            grew <= bound,
+            "fed {} bytes, allocated {grew} (bound {bound})",
+            c.len()
+        );
+        if r.is_err() {
+            break;
+        }
+    }
+    let mut expected = Digest::default();
+    want.iter().for_each(|f| expected.add(f));
+    assert_eq!(digest, expected);
+}
+
 /// A cheap hash of delivered frames that allocates nothing.
 #[derive(Default, PartialEq, Eq, Debug, Clone, Copy)]
 pub struct Digest(pub u64, pub usize);
