@@ -11,7 +11,6 @@ use deferloop::{EventLoop, ExceptionContext, Failure, Loop, Panicked};
 use std::cell::RefCell;
 use std::io::Write as _;
 use std::net::{Shutdown, TcpStream};
-use std::os::unix::io::AsRawFd;
 use std::rc::Rc;
 use std::time::Duration;
 use util::net::{assert_lifecycle, lost_count, Ev, Rec};
@@ -161,25 +160,6 @@ fn one_connection(ev: &EventLoop) -> (TcpStream, util::net::Shared) {
     (peer, seen)
 }
 
-/// Closes `s` with a reset (SO_LINGER 0) instead of a FIN.
-fn reset(s: TcpStream) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a valid fd and a pointer to a local `linger` of the size given.
-    let r = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(r, 0);
-}
-
 /// The io error a transport's `connection_lost` was given.
 fn lost_with_io_error(seen: &util::net::Shared) -> std::io::ErrorKind {
     assert_lifecycle(seen);
@@ -228,7 +208,7 @@ fn write_after_peer_vanished(how: Write, half_closed_first: bool) -> std::io::Er
         std::thread::sleep(Duration::from_millis(50));
         write_to(&t, how);
     } else {
-        reset(peer);
+        util::net::reset(peer);
         std::thread::sleep(Duration::from_millis(50));
         let t = seen.borrow().transport.clone().unwrap();
         write_to(&t, how);
