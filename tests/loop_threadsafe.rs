@@ -130,7 +130,8 @@ fn remote_after_the_loop_is_dropped_is_an_error() -> Result<(), Error> {
 /// runs, stops, and is dropped under them. Every call is either refused
 /// with `Closed` or accepted; every accepted closure either runs on the loop
 /// or is dropped by the close — exactly one of the two; once refused, every
-/// later call is refused; and no blocking call waits past its timeout.
+/// later call is refused; and a blocking call gets its value or `Closed`,
+/// `Stopped` or `NotRunning` — never `TimedOut`.
 #[test]
 fn calls_racing_the_loop_drop_run_or_are_dropped_once_then_fail() -> Result<(), Error> {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -165,12 +166,11 @@ fn calls_racing_the_loop_drop_run_or_are_dropped_once_then_fail() -> Result<(), 
                 let mut refused_once = false;
                 for i in 0u64.. {
                     let r = if t == 3 && i % 64 == 0 {
-                        // A blocking call: a value, or an error, within its timeout.
-                        let t0 = Instant::now();
-                        let r = remote.call_blocking(Duration::from_secs(5), |_| {
+                        // A blocking call: a value, or an error saying why not;
+                        // never `TimedOut` (the loop answers or stops long before).
+                        let r = remote.call_blocking(Duration::from_secs(60), |_| {
                             deferloop::deferred::succeed(7u8)
                         });
-                        assert!(t0.elapsed() < Duration::from_secs(5));
                         match r {
                             Ok(v) => assert_eq!(v, 7),
                             Err(e) => assert!(
