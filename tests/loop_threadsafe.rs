@@ -126,7 +126,7 @@ fn remote_after_the_loop_is_dropped_is_an_error() -> Result<(), Error> {
     Ok(())
 }
 
-/// Four threads call in (plain calls, blocking calls, stops) while the loop
+/// Four threads call in (plain calls and blocking calls) while the loop
 /// runs, stops, and is dropped under them. Every call is either refused
 /// with `Closed` or accepted; every accepted closure either runs on the loop
 /// or is dropped by the close — exactly one of the two; once refused, every
