@@ -54,6 +54,12 @@ pub trait Timer {
 /// same advance if it is already due (as in Twisted's `Clock`). A panic in a call
 /// propagates out of `advance`.
 ///
+/// Pending calls are dropped with the last handle to the clock — except
+/// those that hold a clone of it, as a running [`LoopingCall`](crate::LoopingCall)
+/// does: such a cycle is never freed (there is no `close` to break it, as an
+/// [`EventLoop`](crate::EventLoop) has). Stop loops, or advance past their
+/// calls, before dropping the clock.
+///
 /// # Examples
 /// ```
 /// use deferloop::{Clock, ManualClock};

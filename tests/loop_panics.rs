@@ -93,3 +93,49 @@ fn a_panicking_exception_handler_is_logged_and_the_loop_goes_on() -> Result<(), 
         .any(|r| r.message.contains("original-panic-xyz")));
     Ok(())
 }
+
+/// Fifty timers due in the same turn, every third one panicking and one of
+/// them cancelling a later timer before it panics: every other timer runs,
+/// in deadline order, in that one turn; each panic is reported once; no
+/// timer is left behind.
+#[test]
+fn panicking_timers_lose_none_of_the_timers_due_in_their_turn() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    let reported = Rc::new(RefCell::new(0));
+    let r = reported.clone();
+    ev.set_exception_handler(Some(
+        move |_: &deferloop::Loop, ctx: &deferloop::ExceptionContext<'_>| {
+            assert!(ctx.failure.unwrap().is_panic());
+            *r.borrow_mut() += 1;
+        },
+    ));
+    let ran = Rc::new(RefCell::new(Vec::new()));
+    let base = ev.time();
+    let handles: Rc<RefCell<Vec<deferloop::Handle>>> = Rc::default();
+    for i in 0..50u32 {
+        let (ran, hs) = (ran.clone(), handles.clone());
+        // Deadlines in the past, out of order: the turn sorts them.
+        let when = base - Duration::from_micros(u64::from((i * 7) % 50));
+        let h = ev.call_at(when, move |_| {
+            if i == 3 {
+                // Timer 10 is due later in this same turn.
+                assert!(hs.borrow()[10].cancel(), "10 is still pending");
+            }
+            if i % 3 == 0 {
+                panic!("timer {i}");
+            }
+            ran.borrow_mut().push(i);
+        })?;
+        handles.borrow_mut().push(h);
+    }
+    ev.run_once()?;
+    // Earliest deadline first; (i * 7) % 50 is distinct for i < 50.
+    let mut want: Vec<u32> = (0..50).filter(|i| i % 3 != 0 && *i != 10).collect();
+    want.sort_by_key(|&i| std::cmp::Reverse((i * 7) % 50));
+    assert_eq!(*ran.borrow(), want);
+    assert_eq!(*reported.borrow(), 17);
+    assert_eq!(ev.timer_count(), 0);
+    assert_eq!(ev.ready_len(), 0);
+    assert!(handles.borrow()[10].is_cancelled());
+    Ok(())
+}

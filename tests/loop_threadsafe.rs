@@ -125,3 +125,109 @@ fn remote_after_the_loop_is_dropped_is_an_error() -> Result<(), Error> {
     assert!(matches!(r, Err(Error::Closed)));
     Ok(())
 }
+
+/// Four threads call in (plain calls and blocking calls) while the loop
+/// runs, stops, and is dropped under them. Every call is either refused
+/// with `Closed` or accepted; every accepted closure either runs on the loop
+/// or is dropped by the close — exactly one of the two; once refused, every
+/// later call is refused; and a blocking call gets its value or `Closed`,
+/// `Stopped` or `NotRunning` — never `TimedOut`.
+#[test]
+fn calls_racing_the_loop_drop_run_or_are_dropped_once_then_fail() -> Result<(), Error> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    use std::sync::Arc;
+
+    #[derive(Default)]
+    struct Counts {
+        accepted: AtomicU64,
+        refused: AtomicU64,
+        ran: AtomicU64,
+        dropped: AtomicU64,
+    }
+    /// Counts itself as run or dropped when it goes.
+    struct Guard(Arc<Counts>, bool);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let c = if self.1 { &self.0.ran } else { &self.0.dropped };
+            c.fetch_add(1, SeqCst);
+        }
+    }
+
+    let ev = EventLoop::new()?;
+    let counts = Arc::new(Counts::default());
+    let started = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let (remote, counts, started) = (ev.remote(), counts.clone(), started.clone());
+            thread::spawn(move || {
+                while !started.load(SeqCst) {
+                    thread::yield_now();
+                }
+                let mut refused_once = false;
+                for i in 0u64.. {
+                    let r = if t == 3 && i % 64 == 0 {
+                        // A blocking call: a value, or an error saying why not;
+                        // never `TimedOut` (the loop answers or stops long before).
+                        let r = remote.call_blocking(Duration::from_secs(60), |_| {
+                            deferloop::deferred::succeed(7u8)
+                        });
+                        match r {
+                            Ok(v) => assert_eq!(v, 7),
+                            Err(e) => assert!(
+                                matches!(e, Error::Closed | Error::Stopped | Error::NotRunning),
+                                "{e}"
+                            ),
+                        }
+                        continue;
+                    } else {
+                        let g = Guard(counts.clone(), false);
+                        remote.call_soon_threadsafe(move |_| {
+                            let mut g = g; // the whole guard, not a copy of its flag
+                            g.1 = true;
+                        })
+                    };
+                    match r {
+                        Ok(()) => {
+                            assert!(!refused_once, "accepted after a refusal");
+                            counts.accepted.fetch_add(1, SeqCst);
+                        }
+                        Err(Error::Closed) => {
+                            counts.refused.fetch_add(1, SeqCst);
+                            if refused_once {
+                                assert!(remote.is_closed());
+                                return;
+                            }
+                            refused_once = true;
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    started.store(true, SeqCst);
+    ev.call_later(Duration::from_millis(100), |lp| lp.stop())?;
+    ev.run()?;
+    // Stopped: calls pile up unrun until the drop closes the loop.
+    thread::sleep(Duration::from_millis(20));
+    drop(ev);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let c = &counts;
+    let (accepted, ran, dropped) = (
+        c.accepted.load(SeqCst),
+        c.ran.load(SeqCst),
+        c.dropped.load(SeqCst),
+    );
+    // A refused closure is dropped by the refusing call.
+    let refused = c.refused.load(SeqCst);
+    assert_eq!(
+        ran + dropped,
+        accepted + refused,
+        "{ran} ran, {dropped} dropped"
+    );
+    assert!(ran > 0 && dropped > 0, "{ran} ran, {dropped} dropped");
+    assert_eq!(refused, 8, "each thread stops at its second refusal");
+    Ok(())
+}

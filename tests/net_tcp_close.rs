@@ -9,7 +9,6 @@ use deferloop::{Error, EventLoop, Failure};
 use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::unix::io::AsRawFd;
 use std::rc::Rc;
 use std::time::Duration;
 use util::net::{assert_lifecycle, lost_count, Ev, Rec, Shared};
@@ -282,23 +281,7 @@ fn a_peer_reset_mid_stream_gives_connection_lost_an_error() {
         go_rx.recv().unwrap();
         let mut some = [0; 1000];
         s.read_exact(&mut some).unwrap();
-        // SO_LINGER with a zero timeout: close sends a reset.
-        let linger = libc::linger {
-            l_onoff: 1,
-            l_linger: 0,
-        };
-        // SAFETY: a valid fd and a pointer to a local `linger` of the size given.
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_LINGER,
-                (&linger as *const libc::linger).cast(),
-                std::mem::size_of::<libc::linger>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0);
-        drop(s);
+        util::net::reset(s);
     });
     run_until(&ev, T, || seen.borrow().bytes == b"hi");
     go_tx.send(()).unwrap();

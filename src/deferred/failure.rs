@@ -139,6 +139,9 @@ impl Failure {
 
     /// Twisted's `trap`: the error as an `E`, or else `Err` with this **same**
     /// failure, so that in an errback `f.trap::<E>()?` lets other errors flow on.
+    ///
+    /// # Errors
+    /// A clone of this failure when its error is not an `E`.
     pub fn trap<E: StdError + 'static>(&self) -> Result<&E, Failure> {
         self.0.error.downcast_ref::<E>().ok_or_else(|| self.clone())
     }

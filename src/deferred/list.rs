@@ -40,6 +40,22 @@ pub enum ListResult<T> {
 /// - with `fire_on_one_errback(true)`: an errback with [`FirstError`] for the first
 ///   failure.
 ///
+/// # Examples
+/// ```
+/// use deferloop::deferred::{fail, succeed, Deferred, DeferredList, ListResult};
+/// use deferloop::Failure;
+///
+/// let (late, r) = Deferred::<u32>::new();
+/// let list = DeferredList::new(vec![succeed(1), fail(Failure::msg("no")), late])
+///     .consume_errors(true)
+///     .build();
+/// r.callback(3).unwrap(); // the last input fires the list
+/// let Some(Ok(ListResult::All(results))) = list.result() else { panic!() };
+/// assert_eq!(results[0].as_ref().unwrap(), &1);
+/// assert_eq!(results[1].as_ref().unwrap_err().to_string(), "no");
+/// assert_eq!(results[2].as_ref().unwrap(), &3);
+/// ```
+///
 /// Inputs that have already fired report during `build`. Cancelling the list's
 /// Deferred cancels every input that can still fire (a panicking canceller is
 /// logged and the rest are still cancelled); if that does not fire the list, it

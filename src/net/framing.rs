@@ -120,12 +120,13 @@ impl LineDecoder {
             let Some(end) = self.end_of_partial(data) else {
                 return self.keep_partial(data);
             };
-            self.partial.extend_from_slice(&data[..end]);
-            data = &data[end..];
-            let line_len = self.partial.len() - k;
+            // Checked before copying: the rest of the line may be a whole read.
+            let line_len = self.partial.len() + end - k;
             if line_len > self.max_line {
                 return Err(self.too_long(line_len));
             }
+            self.partial.extend_from_slice(&data[..end]);
+            data = &data[end..];
             let go_on = on_line(&self.partial[..line_len]);
             self.partial.clear();
             if !go_on {
@@ -430,6 +431,40 @@ macro_rules! forward_protocol {
 /// Lines after one that closed the transport are dropped. A line over the
 /// limit calls `frame_error`, then closes the connection (flushing what was
 /// written) with the [`FrameError`] as `connection_lost`'s reason.
+///
+/// # Examples
+/// A line server that answers each line with its length, and a client:
+/// ```
+/// use deferloop::net::framing::{FrameProtocol, Lines};
+/// use deferloop::net::{Protocol, Transport};
+/// use deferloop::EventLoop;
+///
+/// struct Len;
+/// impl FrameProtocol for Len {
+///     fn frame_received(&mut self, t: &Transport, line: &[u8]) {
+///         t.write(format!("{}\r\n", line.len()).as_bytes());
+///     }
+/// }
+/// struct Ask(Vec<u8>);
+/// impl Protocol for Ask {
+///     fn connection_made(&mut self, t: &Transport) {
+///         t.write(b"hello\r\nsplit li");
+///         t.write(b"ne\r\n");
+///     }
+///     fn data_received(&mut self, t: &Transport, data: &[u8]) {
+///         self.0.extend_from_slice(data);
+///         if self.0 == b"5\r\n10\r\n" {
+///             t.event_loop().stop();
+///         }
+///     }
+/// }
+///
+/// let ev = EventLoop::new()?;
+/// let server = ev.listen_tcp("127.0.0.1:0".parse().unwrap(), || Lines::new(Len))?;
+/// let _client = ev.connect_tcp(server.local_addr().as_inet().unwrap(), Ask(Vec::new()));
+/// ev.run()?;
+/// # Ok::<(), deferloop::Error>(())
+/// ```
 pub struct Lines<P> {
     decoder: LineDecoder,
     inner: P,
@@ -499,7 +534,8 @@ impl<P: FrameProtocol> LengthPrefixed<P> {
         }
     }
 
-    /// Writes `message` with its prefix (one `writev` when nothing is buffered).
+    /// Writes `message` with its prefix (one system call when nothing is
+    /// buffered and it is small; see [`Transport::write_vectored`]).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] if the length does not fit the prefix;

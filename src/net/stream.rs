@@ -34,6 +34,10 @@ use std::os::unix::io::{AsRawFd, RawFd};
 /// get their turn (asyncio reads 256 KiB per callback, once per turn).
 pub const READ_BUDGET: usize = 256 * 1024;
 
+/// How much of a multi-part write is copied into one `write` (see
+/// `Sock::write_vectored`).
+const COALESCE: usize = 4096;
+
 /// A connected stream socket.
 pub(crate) enum Sock {
     Tcp(mio::net::TcpStream),
@@ -58,12 +62,31 @@ impl Sock {
         }
     }
 
+    /// Writes a prefix of `parts`, as `writev` would, but through `write`.
+    ///
+    /// `writev` takes no flags, so it cannot say `MSG_NOSIGNAL` as std's
+    /// `write` on a socket does: a write to a peer that vanished (a Unix
+    /// peer gone, a TCP peer gone after half-closing) would raise SIGPIPE
+    /// and kill a process that does not ignore it. So the parts are copied
+    /// into one buffer, up to [`COALESCE`] bytes, and sent with one `write`:
+    /// still one system call for a header and a body; a first part at least
+    /// that large is written alone, uncopied.
     fn write_vectored(&self, parts: &[IoSlice<'_>]) -> io::Result<usize> {
-        match self {
-            Sock::Tcp(s) => (&*s).write_vectored(parts),
-            #[cfg(unix)]
-            Sock::Unix(s) => (&*s).write_vectored(parts),
+        let first = parts.first().map_or(&[][..], |p| &p[..]);
+        if parts.len() == 1 || first.len() >= COALESCE {
+            return self.write(first);
         }
+        let mut buf = [0u8; COALESCE];
+        let mut n = 0;
+        for p in parts {
+            let k = p.len().min(COALESCE - n);
+            buf[n..n + k].copy_from_slice(&p[..k]);
+            n += k;
+            if n == COALESCE {
+                break;
+            }
+        }
+        self.write(&buf[..n])
     }
 
     fn shutdown_write(&self) -> io::Result<()> {
@@ -385,7 +408,8 @@ fn close_now(lp: &Loop, cx: &mut IoCtx<'_>, key: IoKey, reason: Option<Failure>)
 }
 
 /// Writes as much of `parts` (`total` bytes) as the socket takes now; one
-/// `write` for one part, `writev` for several.
+/// `write` for one part, `Sock::write_vectored` (up to 4 KiB copied into one
+/// `write`) for several.
 fn write_parts_now(sock: &Sock, parts: &[&[u8]], total: usize) -> io::Result<usize> {
     let mut n = 0;
     while n < total {
@@ -805,8 +829,9 @@ impl Transport {
     }
 
     /// Sends `parts` one after the other, as [`write`](Self::write) would,
-    /// but with one `writev` system call when nothing is buffered (a header
-    /// and a body, say).
+    /// but with one system call when nothing is buffered and the parts add
+    /// up to 4 KiB or less (a header and a body, say): they are copied into
+    /// one `send`, not written with `writev`, which could raise SIGPIPE.
     pub fn write_vectored(&self, parts: &[&[u8]]) {
         let total: usize = parts.iter().map(|p| p.len()).sum();
         if total == 0 {

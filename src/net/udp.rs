@@ -555,6 +555,38 @@ impl Loop {
     /// [`DatagramTransport::local_addr`]); `protocol.connection_made` follows
     /// in the next step 6.
     ///
+    /// # Examples
+    /// A UDP echo server and a client that stops the loop at the reply:
+    /// ```
+    /// use deferloop::net::{DatagramProtocol, DatagramTransport};
+    /// use deferloop::EventLoop;
+    /// use std::net::SocketAddr;
+    ///
+    /// struct Echo;
+    /// impl DatagramProtocol for Echo {
+    ///     fn datagram_received(&mut self, t: &DatagramTransport, data: &[u8], from: SocketAddr) {
+    ///         t.send_to(data, from);
+    ///     }
+    /// }
+    /// struct Ping;
+    /// impl DatagramProtocol for Ping {
+    ///     fn connection_made(&mut self, t: &DatagramTransport) {
+    ///         t.send(b"ping");
+    ///     }
+    ///     fn datagram_received(&mut self, t: &DatagramTransport, data: &[u8], _: SocketAddr) {
+    ///         assert_eq!(data, b"ping");
+    ///         t.event_loop().stop();
+    ///     }
+    /// }
+    ///
+    /// let ev = EventLoop::new()?;
+    /// let server = ev.listen_udp("127.0.0.1:0".parse().unwrap(), Echo)?;
+    /// let addr = server.local_addr()?;
+    /// let _client = ev.connect_udp(addr, Ping)?;
+    /// ev.run()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Closed`], or [`Error::Io`] from `bind`.
     #[track_caller]

@@ -208,6 +208,23 @@ impl Loop {
     /// *Not guaranteed, just today:* lateness is about the selector's
     /// granularity (mio rounds poll timeouts up to whole milliseconds).
     ///
+    /// # Examples
+    /// A timer that fires, and one cancelled before it is due:
+    /// ```
+    /// use deferloop::{EventLoop, HandleState};
+    /// use std::time::Duration;
+    ///
+    /// let ev = EventLoop::new()?;
+    /// let never = ev.call_later(Duration::from_secs(60), |_| unreachable!())?;
+    /// let stop = ev.call_later(Duration::from_millis(5), |lp| lp.stop())?;
+    /// assert!(never.cancel()); // it leaves the heap at once
+    /// assert_eq!(ev.timer_count(), 1);
+    /// ev.run()?;
+    /// assert_eq!(stop.state(), HandleState::Done);
+    /// assert_eq!(never.state(), HandleState::Cancelled);
+    /// # Ok::<(), deferloop::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Closed`] after [`close`](Self::close).
     #[track_caller]

@@ -153,6 +153,18 @@ impl Loop {
     /// [`set_thread_pool_wait_on_close`](Self::set_thread_pool_wait_on_close)).
     ///
     /// A closed loop, or a thread that cannot be spawned, gives a failed Deferred.
+    ///
+    /// # Examples
+    /// ```
+    /// use deferloop::{EventLoop, Failure};
+    ///
+    /// let ev = EventLoop::new()?;
+    /// let d = ev
+    ///     .defer_to_thread(|| (1..=10u64).product::<u64>()) // on a pool thread
+    ///     .add_callback(|n| Ok::<_, Failure>(n / 10)); // back on the loop thread
+    /// assert_eq!(ev.run_until(d).unwrap(), 362_880);
+    /// # Ok::<(), deferloop::Error>(())
+    /// ```
     #[track_caller]
     pub fn defer_to_thread<T: Send + 'static>(
         &self,

@@ -77,6 +77,15 @@ pub fn logs() -> &'static Capture {
 
 pub mod net;
 
+/// How many cases a model test runs: `PROPTEST_CASES` if set (the long run,
+/// see RELIABILITY.md), else `ci`, the count every `cargo test` runs.
+pub fn cases(ci: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ci)
+}
+
 /// Runs `ev` turn by turn until `done()` holds; panics after `timeout`.
 pub fn run_until(
     ev: &deferloop::EventLoop,

@@ -4,6 +4,8 @@
 use deferloop::net::{Protocol, Transport};
 use deferloop::Failure;
 use std::cell::RefCell;
+use std::net::TcpStream;
+use std::os::unix::io::AsRawFd;
 use std::rc::Rc;
 
 /// What a [`Rec`] protocol saw, in order.
@@ -107,4 +109,24 @@ pub fn assert_lifecycle(seen: &Shared) {
         "{:?}",
         s.events
     );
+}
+
+/// Closes `s` with a reset instead of a FIN: SO_LINGER with a zero timeout.
+pub fn reset(s: TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid fd and a pointer to a local `linger` of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    drop(s);
 }

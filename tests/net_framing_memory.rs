@@ -1,0 +1,124 @@
+//! The framers' memory bound: whatever the size of a read, a decoder never
+//! allocates much more than the limit it was given — a line or message over
+//! the limit is refused before it is copied. Measured with a counting
+//! allocator, per thread (the tests of this binary run in parallel).
+
+use deferloop::net::framing::{LengthDecoder, LineDecoder, Prefix};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+struct Counting;
+
+thread_local! {
+    /// (live bytes allocated by this thread, their peak).
+    static COUNT: Cell<(isize, isize)> = const { Cell::new((0, 0)) };
+}
+
+fn note(delta: isize) {
+    let _ = COUNT.try_with(|c| {
+        let (live, peak) = c.get();
+        c.set((live + delta, peak.max(live + delta)));
+    });
+}
+
+// SAFETY: every call is forwarded to `System` with the same arguments; the
+// counters are statistics (a const thread-local, which does not allocate).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        note(l.size() as isize);
+        // SAFETY: the caller's contract is `System`'s.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        note(-(l.size() as isize));
+        // SAFETY: as above.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        note(new as isize - l.size() as isize);
+        // SAFETY: as above.
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Peak bytes allocated by `f` on this thread, above what was live before.
+fn peak_growth(f: impl FnOnce()) -> isize {
+    let start = COUNT.with(|c| {
+        let (live, _) = c.get();
+        c.set((live, live));
+        live
+    });
+    f();
+    COUNT.with(|c| c.get().1) - start
+}
+
+/// A line that began in an earlier read and ends, far over the limit, in a
+/// big read is refused without being copied.
+#[test]
+fn a_long_line_ending_in_a_later_read_is_refused_before_it_is_copied() {
+    for delim in [&b"\n"[..], b"\r\n"] {
+        let mut dec = LineDecoder::new(delim, 16).unwrap();
+        dec.feed(b"start of a line", |_| true).unwrap();
+        let mut read = vec![b'x'; 1 << 20];
+        read.extend_from_slice(delim);
+        read.extend_from_slice(b"next\n");
+        let mut r = Ok(());
+        let grew = peak_growth(|| r = dec.feed(&read, |_| true));
+        assert!(r.is_err());
+        assert!(
+            grew <= 128,
+            "{delim:?}: allocated {grew} bytes for a 16-byte limit"
+        );
+    }
+}
+
+/// Reads of every size, lines of every length around the limit: the
+/// decoder's allocations stay within twice what it may keep.
+#[test]
+fn line_decoder_allocations_stay_within_twice_the_limit() {
+    let max = 100;
+    let mut stream = Vec::new();
+    for len in (0..300).step_by(7) {
+        stream.extend_from_slice(&vec![b'a'; len]);
+        stream.extend_from_slice(b"\r\n");
+    }
+    for read in [1, 2, 3, 50, 99, 101, 102, 4096, 1 << 16] {
+        let mut dec = LineDecoder::new(b"\r\n", max).unwrap();
+        for chunk in stream.chunks(read) {
+            let mut r = Ok(());
+            let grew = peak_growth(|| r = dec.feed(chunk, |_| true));
+            assert!(grew <= 2 * (max as isize + 2) + 64, "read {read}: {grew}");
+            if r.is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// The same for length-prefixed messages, with prefixes over the limit and
+/// messages that arrive a byte at a time or all at once.
+#[test]
+fn length_decoder_allocations_stay_within_twice_the_limit() {
+    let max = 1000;
+    let mut stream = Vec::new();
+    for len in (0..=max).step_by(37) {
+        stream.extend_from_slice(&(len as u32).to_be_bytes());
+        stream.extend_from_slice(&vec![7u8; len]);
+    }
+    stream.extend_from_slice(&u32::MAX.to_be_bytes());
+    stream.extend_from_slice(&vec![0u8; 1 << 20]);
+    for read in [1, 3, 999, 1001, 4096, 1 << 20] {
+        let mut dec = LengthDecoder::new(Prefix::U32, max);
+        for chunk in stream.chunks(read) {
+            let mut r = Ok(());
+            let grew = peak_growth(|| r = dec.feed(chunk, |_| true));
+            assert!(grew <= 2 * max as isize + 64, "read {read}: {grew}");
+            if r.is_err() {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! Model tests of the timer heap against a sorted list.
+//!
+//! `TimerHeap` (src/reactor/timers.rs) is compiled in here as a module, so the
+//! very code the loop runs is driven by random sequences of insert, cancel,
+//! pop-due (freeing or reserving the slot), release and clock advances. After
+//! every step the heap must agree with a plain sorted `Vec` of live timers:
+//! the same firing order (deadline, then insertion order), the same live
+//! count, the same answers for stale ids, and a heap holding exactly the live
+//! timers (payloads alive = timers in the heap, slots = live + reserved, the
+//! buffer within 4× the live count). The same model then drives the public
+//! `ManualClock`, whose calls may schedule more calls while it advances.
+//!
+//! (Compiling the file in also runs its own unit tests a second time here.)
+//! Cases: `PROPTEST_CASES`, else the count below (RELIABILITY.md).
+
+mod util;
+
+#[allow(dead_code)]
+#[path = "../src/reactor/timers.rs"]
+mod timers;
+
+use deferloop::{Clock, ManualClock, ManualTimer, Timer};
+use proptest::prelude::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use timers::{Cancelled, TimerHeap, TimerId};
+
+#[derive(Debug, Clone)]
+enum HeapOp {
+    /// A timer `ms` after the current time.
+    Insert(u64),
+    /// `n` timers at once, `ms` apart (grows the heap past its small size).
+    InsertBatch(usize, u64),
+    /// Cancel every `k`-th live timer (mass cancellation shrinks the buffer).
+    CancelEvery(usize),
+    /// Cancel the `k`-th timer ever inserted (modulo): live, reserved or stale.
+    Cancel(usize),
+    /// Move time on, then pop every due timer, freeing its slot.
+    Advance(u64),
+    /// Move time on, then pop every due timer, keeping its slot reserved.
+    AdvanceReserved(u64),
+    /// Release the slot of the `k`-th timer (modulo) that is not pending:
+    /// a reserved one is freed, a stale id changes nothing. (Releasing a
+    /// pending timer is outside the contract; the loop releases only the
+    /// timers it popped.)
+    Release(usize),
+}
+
+fn heap_op() -> impl Strategy<Value = HeapOp> {
+    prop_oneof![
+        6 => (0u64..40).prop_map(HeapOp::Insert),
+        1 => (1usize..100, 0u64..3).prop_map(|(n, ms)| HeapOp::InsertBatch(n, ms)),
+        1 => (1usize..4).prop_map(HeapOp::CancelEvery),
+        3 => any::<usize>().prop_map(HeapOp::Cancel),
+        2 => (0u64..15).prop_map(HeapOp::Advance),
+        1 => (0u64..15).prop_map(HeapOp::AdvanceReserved),
+        1 => any::<usize>().prop_map(HeapOp::Release),
+    ]
+}
+
+/// Where a timer of the model is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum At {
+    /// Pending, due at this time (ms).
+    Live(u64),
+    /// Taken out as due, slot reserved at this ready-queue number.
+    Reserved(u64),
+    /// Fired, cancelled or released.
+    Gone,
+}
+
+/// A payload whose copies are counted: the heap must keep only live ones.
+struct Payload {
+    n: usize,
+    _alive: Rc<()>,
+}
+
+fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
+    let base = Instant::now();
+    let at = |ms: u64| base + Duration::from_millis(ms);
+    let alive = Rc::new(());
+    let mut heap: TimerHeap<Payload> = TimerHeap::new();
+    let mut ids: Vec<TimerId> = Vec::new();
+    // The model: per timer (in insertion order) where it is; `now` in ms.
+    let mut model: Vec<At> = Vec::new();
+    let mut now = 0u64;
+    let mut ready_seq = 0u64;
+    for op in ops {
+        match op {
+            HeapOp::Insert(ms) => {
+                let n = ids.len();
+                ids.push(heap.insert(
+                    at(now + ms),
+                    Payload {
+                        n,
+                        _alive: alive.clone(),
+                    },
+                ));
+                model.push(At::Live(now + ms));
+            }
+            HeapOp::InsertBatch(n, step) => {
+                for j in 0..n as u64 {
+                    let n = ids.len();
+                    let d = now + 1 + j * step;
+                    let p = Payload {
+                        n,
+                        _alive: alive.clone(),
+                    };
+                    ids.push(heap.insert(at(d), p));
+                    model.push(At::Live(d));
+                }
+            }
+            HeapOp::CancelEvery(every) => {
+                let live = (0..ids.len()).filter(|&i| matches!(model[i], At::Live(_)));
+                for k in live.step_by(every).collect::<Vec<_>>() {
+                    let got = heap.cancel(ids[k]);
+                    prop_assert!(matches!(got, Cancelled::Pending(ref p) if p.n == k));
+                    model[k] = At::Gone;
+                }
+            }
+            HeapOp::Cancel(k) if !ids.is_empty() => {
+                let k = k % ids.len();
+                let got = heap.cancel(ids[k]);
+                match (model[k], got) {
+                    (At::Live(_), Cancelled::Pending(p)) => prop_assert_eq!(p.n, k),
+                    (At::Reserved(s), Cancelled::Ready(seq)) => prop_assert_eq!(seq, s),
+                    (At::Gone, Cancelled::Gone) => {}
+                    (want, _) => prop_assert!(false, "cancel of {k} ({want:?}) disagrees"),
+                }
+                model[k] = At::Gone;
+            }
+            HeapOp::Advance(ms) | HeapOp::AdvanceReserved(ms) => {
+                now += ms;
+                let reserve = matches!(op, HeapOp::AdvanceReserved(_));
+                // The model's order: due timers by (deadline, insertion).
+                let mut due: Vec<(u64, usize)> = model
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, a)| match a {
+                        At::Live(d) if *d <= now => Some((*d, i)),
+                        _ => None,
+                    })
+                    .collect();
+                due.sort();
+                let mut got = Vec::new();
+                loop {
+                    let popped = if reserve {
+                        heap.pop_due_reserved(at(now), |_| ready_seq)
+                    } else {
+                        heap.pop_due(at(now))
+                    };
+                    let Some((id, p)) = popped else { break };
+                    prop_assert_eq!(id, ids[p.n]);
+                    model[p.n] = if reserve {
+                        ready_seq += 1;
+                        At::Reserved(ready_seq - 1)
+                    } else {
+                        At::Gone
+                    };
+                    got.push(p.n);
+                }
+                let want: Vec<usize> = due.iter().map(|&(_, i)| i).collect();
+                prop_assert_eq!(got, want, "firing order at {}ms", now);
+            }
+            HeapOp::Release(k) => {
+                let done: Vec<usize> = (0..ids.len())
+                    .filter(|&i| !matches!(model[i], At::Live(_)))
+                    .collect();
+                if let Some(&k) = done.get(k % done.len().max(1)) {
+                    heap.release(ids[k]);
+                    model[k] = At::Gone;
+                }
+            }
+            HeapOp::Cancel(_) => {}
+        }
+        // After every step: the same state, and memory for live timers only.
+        let live: Vec<(u64, usize)> = model
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| match a {
+                At::Live(d) => Some((*d, i)),
+                _ => None,
+            })
+            .collect();
+        let reserved = model
+            .iter()
+            .filter(|a| matches!(a, At::Reserved(_)))
+            .count();
+        prop_assert_eq!(heap.len(), live.len(), "live count");
+        prop_assert_eq!(heap.reserved(), live.len() + reserved, "slots in use");
+        prop_assert_eq!(Rc::strong_count(&alive) - 1, live.len(), "payloads kept");
+        prop_assert!(
+            heap.capacity() <= 64.max(4 * heap.len() + 3),
+            "heap buffer {} for {} timers",
+            heap.capacity(),
+            heap.len()
+        );
+        prop_assert_eq!(
+            heap.next_deadline(),
+            live.iter().map(|&(d, _)| d).min().map(at)
+        );
+        for (k, a) in model.iter().enumerate() {
+            prop_assert_eq!(heap.contains(ids[k]), *a != At::Gone, "contains {}", k);
+            let want = match a {
+                At::Live(d) => Some(at(*d)),
+                _ => None,
+            };
+            prop_assert_eq!(heap.deadline(ids[k]), want, "deadline of {}", k);
+        }
+        // Heap order, read through the public iterator: no entry is before
+        // its parent (insertion index breaks deadline ties, as `seq` does).
+        let order: Vec<(Instant, usize)> = heap.iter().map(|(d, p)| (d, p.n)).collect();
+        for i in 1..order.len() {
+            prop_assert!(order[(i - 1) / 2] < order[i], "heap order at {}", i);
+        }
+    }
+    // Draining (what `close` does) hands back every live payload.
+    let drained = heap.drain().len();
+    prop_assert_eq!(
+        drained,
+        model.iter().filter(|a| matches!(a, At::Live(_))).count()
+    );
+    prop_assert_eq!(Rc::strong_count(&alive), 1);
+    prop_assert_eq!(heap.reserved(), 0);
+    Ok(())
+}
+
+#[derive(Debug, Clone)]
+enum ClockOp {
+    /// A call `ms` from now; when it runs it schedules a child call `child`
+    /// ms after the clock's time then, if any.
+    Schedule(u64, Option<u64>),
+    Cancel(usize),
+    Advance(u64),
+}
+
+fn clock_op() -> impl Strategy<Value = ClockOp> {
+    prop_oneof![
+        5 => (0u64..40, proptest::option::of(0u64..10)).prop_map(|(a, b)| ClockOp::Schedule(a, b)),
+        2 => any::<usize>().prop_map(ClockOp::Cancel),
+        2 => (0u64..20).prop_map(ClockOp::Advance),
+    ]
+}
+
+/// The reference: a list of (deadline, id) kept sorted, run Twisted's way.
+#[derive(Default)]
+struct ClockModel {
+    now: u64,
+    /// (deadline, id, child delay), sorted by (deadline, id).
+    pending: Vec<(u64, usize, Option<u64>)>,
+    next_id: usize,
+    log: Vec<usize>,
+}
+
+impl ClockModel {
+    fn schedule(&mut self, delay: u64, child: Option<u64>) -> usize {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.push((self.now + delay, id, child));
+        self.pending.sort();
+        id
+    }
+
+    fn advance(&mut self, by: u64) {
+        self.now += by;
+        while self.pending.first().is_some_and(|p| p.0 <= self.now) {
+            let (_, id, child) = self.pending.remove(0);
+            self.log.push(id);
+            if let Some(c) = child {
+                self.schedule(c, None);
+            }
+        }
+    }
+}
+
+type Timers = Rc<RefCell<Vec<ManualTimer>>>;
+
+fn schedule_real(
+    clock: &ManualClock,
+    timers: &Timers,
+    log: &Rc<RefCell<Vec<usize>>>,
+    delay: u64,
+    child: Option<u64>,
+) {
+    let id = timers.borrow().len();
+    let (c, t, l) = (clock.clone(), timers.clone(), log.clone());
+    let timer = clock
+        .call_later(Duration::from_millis(delay), move || {
+            l.borrow_mut().push(id);
+            if let Some(ms) = child {
+                schedule_real(&c, &t, &l, ms, None);
+            }
+        })
+        .unwrap();
+    timers.borrow_mut().push(timer);
+}
+
+fn check_clock(ops: Vec<ClockOp>) -> Result<(), TestCaseError> {
+    let clock = ManualClock::new();
+    let timers: Timers = Rc::default();
+    let log = Rc::new(RefCell::new(Vec::new()));
+    let mut m = ClockModel::default();
+    for op in ops {
+        match op {
+            ClockOp::Schedule(ms, child) => {
+                m.schedule(ms, child);
+                schedule_real(&clock, &timers, &log, ms, child);
+            }
+            ClockOp::Cancel(k) if m.next_id > 0 => {
+                let k = k % m.next_id;
+                let was = m.pending.iter().position(|p| p.1 == k);
+                if let Some(i) = was {
+                    m.pending.remove(i);
+                }
+                let t = timers.borrow()[k].clone();
+                prop_assert_eq!(t.cancel(), was.is_some(), "cancel {}", k);
+            }
+            ClockOp::Cancel(_) => {}
+            ClockOp::Advance(ms) => {
+                m.advance(ms);
+                clock.advance(Duration::from_millis(ms));
+            }
+        }
+        prop_assert_eq!(&*log.borrow(), &m.log, "firing order");
+        prop_assert_eq!(clock.pending(), m.pending.len(), "live count");
+        prop_assert_eq!(m.next_id, timers.borrow().len());
+        let start = clock.now() - clock.elapsed();
+        for (k, t) in timers.borrow().iter().enumerate() {
+            let p = m.pending.iter().find(|p| p.1 == k);
+            prop_assert_eq!(t.is_active(), p.is_some(), "is_active {}", k);
+            let want = p.map(|p| start + Duration::from_millis(p.0));
+            prop_assert_eq!(t.deadline(), want, "deadline {}", k);
+        }
+    }
+    // The pending calls hold the clock (a cycle): cancel them, or they leak.
+    let all = timers.borrow().clone();
+    for t in all {
+        t.cancel();
+    }
+    prop_assert_eq!(clock.pending(), 0);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: util::cases(2000),
+        failure_persistence: None,
+        .. ProptestConfig::default()
+    })]
+
+    #[test]
+    fn timer_heap_matches_a_sorted_list(ops in proptest::collection::vec(heap_op(), 0..150)) {
+        check_heap(ops)?;
+    }
+
+    #[test]
+    fn manual_clock_fires_like_a_sorted_list(ops in proptest::collection::vec(clock_op(), 0..120)) {
+        check_clock(ops)?;
+    }
+}
