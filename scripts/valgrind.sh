@@ -6,11 +6,18 @@
 #   scripts/valgrind.sh --test loop_order     # any `cargo test` target selection
 #
 # The CI set: the unit tests (src/), every tests/deferred_*.rs, and the two
-# model tests of the loop — the code with `unsafe` (node.rs's inline values)
+# model tests of the loop — the code with `unsafe` (node.rs's inline values,
+# links.rs, reactor/callback.rs's inline callbacks)
 # and the code most of the rest is built on. Tests that assert wall-clock
 # bounds are left out: valgrind runs code 20-50x slower. Model tests run
 # PROPTEST_CASES=100 cases here unless told otherwise; VALGRIND_JOBS (2)
 # binaries run at once. Logs: target/valgrind/<binary>.{log,out}.
+#
+# Skipped under valgrind: the two `value_type_mismatch_is_a_clear_bug_*` unit
+# tests. They provoke the panic of a deferloop bug (a Deferred value taken as
+# the wrong type), on which `Value::take` deliberately leaks the value rather
+# than drop it while unwinding (see node.rs); that leak is the behaviour they
+# pin, not a defect. Every other test runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +46,8 @@ run_one() {
     out=target/valgrind/$name.out
     start=$(date +%s)
     valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-        --show-leak-kinds=definite --log-file="$log" "$bin" -q >"$out" 2>&1 || status=$?
+        --show-leak-kinds=definite --log-file="$log" "$bin" -q \
+        --skip value_type_mismatch_is_a_clear_bug >"$out" 2>&1 || status=$?
     secs=$(($(date +%s) - start))
     tests=$(grep -o 'test result: [a-z]*\. [0-9]* passed' "$out" | awk '{s += $4} END {print s + 0}')
     errors=$(grep -o 'ERROR SUMMARY: [0-9]* errors' "$log" | awk '{print $3}')
