@@ -63,9 +63,11 @@ pub use stream::{Transport, READ_BUDGET};
 pub use udp::{DatagramTransport, DATAGRAMS_PER_DISPATCH};
 
 use crate::reactor::io::{IoKey, Kind, Source};
+use crate::reactor::ExceptionContext;
 use crate::{Error, Failure, Loop};
 use std::fmt;
 use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 
 /// The address of a stream socket: an IP address and port, or a Unix path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -111,6 +113,50 @@ impl fmt::Display for SockAddr {
         }
     }
 }
+
+/// Where the source `key` was set up (its listener's or connect's call site):
+/// the origin given to its protocol's panics.
+pub(crate) fn registered_at(lp: &Loop, key: IoKey) -> &'static Location<'static> {
+    lp.io_ctx()
+        .io
+        .get(key)
+        .map_or(Location::caller(), |s| s.registered_at)
+}
+
+/// Runs one protocol method, containing a panic: the panic is reported to the
+/// exception handler with `message` and comes back as a failure, for the
+/// caller to close the connection with.
+pub(crate) fn contain(lp: &Loop, key: IoKey, message: &str, f: impl FnOnce()) -> Option<Failure> {
+    let payload = catch_unwind(AssertUnwindSafe(f)).err()?;
+    let at = registered_at(lp, key);
+    let failure = Failure::from_panic(payload, at);
+    lp.call_exception_handler(&ExceptionContext {
+        message,
+        failure: Some(&failure),
+        location: Some(at),
+    });
+    Some(failure)
+}
+
+/// Equality and hashing of a transport handle: the same source of the same loop.
+macro_rules! handle_identity {
+    ($handle:ty) => {
+        impl PartialEq for $handle {
+            fn eq(&self, other: &Self) -> bool {
+                self.key == other.key && self.lp.ptr_eq(&other.lp)
+            }
+        }
+
+        impl Eq for $handle {}
+
+        impl std::hash::Hash for $handle {
+            fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+                self.key.hash(h);
+            }
+        }
+    };
+}
+pub(crate) use handle_identity;
 
 /// Called by `Loop::close` with every source it removed: each open connection
 /// and socket gets its `connection_lost` (with an [`Error::Closed`] failure

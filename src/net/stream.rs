@@ -18,14 +18,12 @@
 use super::buffer::WriteBuf;
 use super::{Protocol, SockAddr};
 use crate::reactor::io::{IoCtx, IoKey, Kind, Registry};
-use crate::reactor::ExceptionContext;
 use crate::{fail, Deferred, Error, Failure, Loop, Resolver};
 use smallvec::SmallVec;
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
-use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::panic::Location;
 
 #[cfg(unix)]
 use std::os::unix::io::{AsRawFd, RawFd};
@@ -369,14 +367,8 @@ fn call(
     proto: &mut Box<dyn Protocol>,
     f: impl FnOnce(&mut dyn Protocol),
 ) -> Option<Failure> {
-    let payload = catch_unwind(AssertUnwindSafe(|| f(&mut **proto))).err()?;
-    let at = t.registered_at();
-    let failure = Failure::from_panic(payload, at);
-    t.lp.call_exception_handler(&ExceptionContext {
-        message: "Exception in protocol callback",
-        failure: Some(&failure),
-        location: Some(at),
-    });
+    let message = "Exception in protocol callback";
+    let failure = super::contain(&t.lp, t.key, message, || f(&mut **proto))?;
     close_now(&t.lp, &mut t.lp.io_ctx(), t.key, Some(failure.clone()));
     Some(failure)
 }
@@ -765,15 +757,8 @@ fn finish_dispatch(t: &Transport, mut proto: Box<dyn Protocol>) {
 
 /// Calls `connection_lost`, containing (and reporting) a panic.
 pub(crate) fn deliver_lost(t: &Transport, proto: &mut Box<dyn Protocol>, reason: Option<Failure>) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| proto.connection_lost(t, reason))) {
-        let at = t.registered_at();
-        let failure = Failure::from_panic(payload, at);
-        t.lp.call_exception_handler(&ExceptionContext {
-            message: "Exception in protocol callback (connection_lost)",
-            failure: Some(&failure),
-            location: Some(at),
-        });
-    }
+    let message = "Exception in protocol callback (connection_lost)";
+    let _ = super::contain(&t.lp, t.key, message, || proto.connection_lost(t, reason));
 }
 
 /// A stream connection, as its protocol and the user see it: a cheap handle
@@ -794,16 +779,6 @@ impl Transport {
     fn with<R>(&self, f: impl FnOnce(&mut StreamState) -> R) -> Option<R> {
         let mut cx = self.lp.io_ctx();
         state(&mut cx.io, self.key).map(f)
-    }
-
-    /// Where the connection's listener or connect was set up (the origin of
-    /// its protocol's panics).
-    fn registered_at(&self) -> &'static Location<'static> {
-        self.lp
-            .io_ctx()
-            .io
-            .get(self.key)
-            .map_or(Location::caller(), |s| s.registered_at)
     }
 
     /// The loop this transport belongs to.
@@ -1067,19 +1042,7 @@ impl Transport {
     }
 }
 
-impl PartialEq for Transport {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key && self.lp.ptr_eq(&other.lp)
-    }
-}
-
-impl Eq for Transport {}
-
-impl Hash for Transport {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.key.hash(h);
-    }
-}
+super::handle_identity!(Transport);
 
 impl fmt::Debug for Transport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -13,14 +13,12 @@ use super::buffer::Flow;
 use super::stream::READ_BUDGET;
 use super::DatagramProtocol;
 use crate::reactor::io::{IoCtx, IoKey, Kind, Owner, Registry};
-use crate::reactor::ExceptionContext;
 use crate::{Error, Failure, Loop};
 use std::collections::VecDeque;
 use std::fmt;
-use std::hash::{Hash, Hasher};
 use std::io;
 use std::net::SocketAddr;
-use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::panic::Location;
 
 #[cfg(unix)]
 use std::os::unix::io::AsRawFd;
@@ -168,16 +166,10 @@ fn call(
     proto: &mut Box<dyn DatagramProtocol>,
     f: impl FnOnce(&mut dyn DatagramProtocol),
 ) -> bool {
-    let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(&mut **proto))) else {
+    let message = "Exception in datagram protocol callback";
+    let Some(failure) = super::contain(&t.lp, t.key, message, || f(&mut **proto)) else {
         return true;
     };
-    let at = t.registered_at();
-    let failure = Failure::from_panic(payload, at);
-    t.lp.call_exception_handler(&ExceptionContext {
-        message: "Exception in datagram protocol callback",
-        failure: Some(&failure),
-        location: Some(at),
-    });
     close_now(&t.lp, &mut t.lp.io_ctx(), t.key, Some(failure));
     false
 }
@@ -349,20 +341,14 @@ fn finish(t: &DatagramTransport, mut proto: Box<dyn DatagramProtocol>) {
     drop((garbage, proto));
 }
 
+/// Calls `connection_lost`, containing (and reporting) a panic.
 pub(crate) fn deliver_lost(
     t: &DatagramTransport,
     proto: &mut Box<dyn DatagramProtocol>,
     reason: Option<Failure>,
 ) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| proto.connection_lost(t, reason))) {
-        let at = t.registered_at();
-        let failure = Failure::from_panic(payload, at);
-        t.lp.call_exception_handler(&ExceptionContext {
-            message: "Exception in datagram protocol callback (connection_lost)",
-            failure: Some(&failure),
-            location: Some(at),
-        });
-    }
+    let message = "Exception in datagram protocol callback (connection_lost)";
+    let _ = super::contain(&t.lp, t.key, message, || proto.connection_lost(t, reason));
 }
 
 /// A UDP socket, as its protocol and the user see it: a cheap handle
@@ -380,14 +366,6 @@ pub struct DatagramTransport {
 impl DatagramTransport {
     fn with<R>(&self, f: impl FnOnce(&mut DgramState) -> R) -> Option<R> {
         state(&mut self.lp.io_ctx().io, self.key).map(f)
-    }
-
-    fn registered_at(&self) -> &'static Location<'static> {
-        self.lp
-            .io_ctx()
-            .io
-            .get(self.key)
-            .map_or(Location::caller(), |s| s.registered_at)
     }
 
     /// The loop this socket belongs to.
@@ -527,19 +505,7 @@ impl DatagramTransport {
     }
 }
 
-impl PartialEq for DatagramTransport {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key && self.lp.ptr_eq(&other.lp)
-    }
-}
-
-impl Eq for DatagramTransport {}
-
-impl Hash for DatagramTransport {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        self.key.hash(h);
-    }
-}
+super::handle_identity!(DatagramTransport);
 
 impl fmt::Debug for DatagramTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
