@@ -435,7 +435,12 @@ fn run_rounds(
 ) -> Vec<Vec<Sample>> {
     let mut per: Vec<Vec<Sample>> = servers.iter().map(|_| Vec::new()).collect();
     for round in 0..plan.rounds.max(plan.py_rounds) {
-        for (i, s) in servers.iter().enumerate() {
+        // Each round starts one contender further on (A B C, B C A, C A B…),
+        // so no contender always runs first, right after the previous round's
+        // last (the heaviest, when the Python peers take part).
+        let n = servers.len();
+        for i in (0..n).map(|k| (round + k) % n) {
+            let s = &servers[i];
             let (rounds, measure) = if s.python {
                 (plan.py_rounds, plan.py_measure)
             } else {
@@ -487,8 +492,8 @@ fn print_method(plan: &Plan, server_cpu: Option<usize>, client_cpu: Option<usize
          benches/echo/servers.rs), the Python peers `scripts/echo_server.py`. The load client \
          is this process: {CONNECTIONS} blocking threads pinned to CPU {}, one connection \
          each, one `x…\\n` message in flight per connection, the reply matched by byte count. \
-         Per size, {} rounds each run every contender once in the same order (A B C D A B C D \
-         …); a sample is {} s of warm-up on fresh connections, then {} s measured.{} Every \
+         Per size, {} rounds each run every contender once, each round starting one \
+         contender further on (A B C D, B C D A, …); a sample is {} s of warm-up on fresh connections, then {} s measured.{} Every \
          server was warmed up for 1 s first.",
         server_cpu.map_or("(any)".into(), |c| c.to_string()),
         client_cpu.map_or("(any)".into(), |c| c.to_string()),
