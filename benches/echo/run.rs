@@ -229,6 +229,8 @@ pub fn load(args: &[String]) {
 // ---- one sample ------------------------------------------------------------
 
 struct Sample {
+    /// The round it was taken in: ratios pair samples of the same round.
+    round: usize,
     rps: f64,
     p50: f64,
     p99: f64,
@@ -264,6 +266,7 @@ fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
     let n = out.requests as f64;
     let cpu = c1 - c0;
     Ok(Sample {
+        round: 0,
         rps: out.rps(),
         p50: out.hist.quantile_ms(0.5).unwrap_or(f64::NAN),
         p99: out.hist.quantile_ms(0.99).unwrap_or(f64::NAN),
@@ -458,7 +461,8 @@ fn run_rounds(
                 verify: false,
             };
             match sample(s, &load) {
-                Ok(x) => {
+                Ok(mut x) => {
+                    x.round = round;
                     eprintln!(
                         "echo {} round {}: {:<22} {:>9.0} req/s, {:>6.2} µs CPU/req",
                         kib(size),
@@ -512,12 +516,14 @@ fn print_method(plan: &Plan, server_cpu: Option<usize>, client_cpu: Option<usize
     );
     println!();
     println!(
-        "- req/s: round trips completed in the measured phase over its length; ratio to \
-         {CALLBACKS}.\n\
+        "- req/s: round trips completed in the measured phase over its length; \
+         \"vs callbacks\": the median over the rounds of its ratio to {CALLBACKS} in the same \
+         round (so a disturbance that hits a whole round cancels); every ratio and target \
+         below is such a median of per-round ratios.\n\
          - p50/p99: latency of one round trip from the client's 10 µs histogram (vmbench's \
          weighted interpolation), median over the samples.\n\
          - server CPU: the server process's user + system time from `/proc/PID/stat` over \
-         the measured phase, per request; ratio to {MIO}; \"use\" is the share of one core.\n\
+         the measured phase, per request; ratio to {MIO} (per round, as above); \"use\" is the share of one core.\n\
          - sleeps/req: voluntary context switches of the server's loop thread \
          (`/proc/PID/status`) per request: how often it blocked waiting for events. Each \
          costs a sleep and a wake-up in the kernel, so a server that batches more events \
@@ -525,6 +531,23 @@ fn print_method(plan: &Plan, server_cpu: Option<usize>, client_cpu: Option<usize
          - allocs/req: allocations and reallocations counted by the server's global \
          allocator over the measured phase, per request (Rust servers only)."
     );
+}
+
+/// Prints whether the median per-round ratio `(median, min, max)` is at
+/// least (`Better::Higher`) or at most (`Better::Lower`) `threshold`, with
+/// the spread of the per-round ratios.
+fn paired_target(what: &str, (r, lo, hi): (f64, f64, f64), better: Better, threshold: f64) {
+    let (met, bound, recorded) = match better {
+        Better::Higher => (r >= threshold, "needed", format!("{threshold:.2}")),
+        Better::Lower => (r <= threshold, "allowed", format!("<={threshold:.2}")),
+    };
+    let verdict = if met { "met" } else { "**not met**" };
+    let shown = common::shown(r, threshold);
+    println!(
+        "\n- Target: {what}: measured {shown}× ({bound} {threshold:.2}×; per round \
+         {lo:.2}–{hi:.2}×): {verdict}"
+    );
+    common::record(&["target", what, &shown, &recorded, verdict]);
 }
 
 /// The table, the targets and the style comparison for one message size.
@@ -537,8 +560,22 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
     let med = |label: &str, f: &dyn Fn(&Sample) -> f64| {
         find(label).and_then(|i| stats(i, f)).map(|x| x.0)
     };
-    let base_rps = med(CALLBACKS, &|s| s.rps);
-    let mio_cpu = med(MIO, &|s| s.cpu_us);
+    // A ratio is the median of per-round ratios (each pairs two samples
+    // taken within one round, so a disturbance that hits a whole round
+    // cancels), with their min–max.
+    let paired = |i: usize, base: &str, f: &dyn Fn(&Sample) -> f64| {
+        let j = find(base)?;
+        let mut v: Vec<f64> = per[i]
+            .iter()
+            .filter_map(|a| {
+                let b = per[j].iter().find(|b| b.round == a.round)?;
+                Some(f(a) / f(b))
+            })
+            .filter(|x| x.is_finite())
+            .collect();
+        (!v.is_empty()).then(|| common::summary(&mut v))
+    };
+    let callbacks = find(CALLBACKS);
     println!(
         "\n### TCP echo, {} messages, {conns} connections\n",
         kib(size)
@@ -558,20 +595,22 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
         let median = |f: &dyn Fn(&Sample) -> f64| stats(i, f).map_or(f64::NAN, |x| x.0);
         let allocs = stats(i, &|s| s.allocs.unwrap_or(f64::NAN))
             .map_or("n/a".into(), |x| format!("{:.3}", x.0));
-        let ratio = |a: f64, b: Option<f64>| b.map_or("n/a".into(), |b| format!("{:.2}×", a / b));
+        let ratio = |base: &str, f: &dyn Fn(&Sample) -> f64| {
+            paired(i, base, f).map_or("n/a".into(), |x| format!("{:.2}×", x.0))
+        };
         println!(
             "| {} | {:.0} | {:.0}–{:.0} | {} | {:.3} | {:.3} | {:.2} | {:.2}–{:.2} | {} | {:.0} % | {:.2} | {allocs} |",
             s.label,
             r,
             rlo,
             rhi,
-            ratio(r, base_rps),
+            ratio(CALLBACKS, &|s| s.rps),
             median(&|s| s.p50),
             median(&|s| s.p99),
             c,
             clo,
             chi,
-            ratio(c, mio_cpu),
+            ratio(MIO, &|s| s.cpu_us),
             median(&|s| s.cpu_use) * 100.0,
             median(&|s| s.sleeps)
         );
@@ -579,19 +618,18 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
         common::record_value(&section_cpu, s.label, "µs/req", Better::Lower, c, clo, chi);
     }
 
-    let d_cpu = med(CALLBACKS, &|s| s.cpu_us);
     let what = format!("echo {}: requests/s at least tokio's", kib(size));
-    match (base_rps, med(TOKIO, &|s| s.rps)) {
-        (Some(d), Some(t)) => common::target(&what, 1.0 / d, 1.0 / t, 1.0),
-        _ => not_measured(&what),
+    match callbacks.and_then(|i| paired(i, TOKIO, &|s| s.rps)) {
+        Some(r) => paired_target(&what, r, Better::Higher, 1.0),
+        None => not_measured(&what),
     }
     let what = format!(
         "echo {}: server CPU per request at most 1.10× the hand-written mio server's",
         kib(size)
     );
-    match (d_cpu, mio_cpu) {
-        (Some(d), Some(m)) => common::target_at_most(&what, d, m, 1.10),
-        _ => not_measured(&what),
+    match callbacks.and_then(|i| paired(i, MIO, &|s| s.cpu_us)) {
+        Some(r) => paired_target(&what, r, Better::Lower, 1.10),
+        None => not_measured(&what),
     }
     let what = format!(
         "echo {}: no heap allocation per echoed request in the deferloop server",
@@ -605,17 +643,15 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
         }
         None => not_measured(&what),
     }
-    if let (Some(d_rps), Some(d_cpu), Some(c_rps), Some(c_cpu)) = (
-        base_rps,
-        d_cpu,
-        med(COROUTINES, &|s| s.rps),
-        med(COROUTINES, &|s| s.cpu_us),
+    let coroutines = find(COROUTINES);
+    if let (Some(cpu), Some(rps)) = (
+        coroutines.and_then(|i| paired(i, CALLBACKS, &|s| s.cpu_us)),
+        coroutines.and_then(|i| paired(i, CALLBACKS, &|s| s.rps)),
     ) {
         println!(
             "- Style, on the same loop: coroutines need {:.2}× the server CPU per request of \
              callbacks, and reach {:.2}× their requests/s.",
-            c_cpu / d_cpu,
-            c_rps / d_rps
+            cpu.0, rps.0
         );
     }
 }
