@@ -168,8 +168,10 @@ impl<T> TimerHeap<T> {
     }
 
     /// Frees the slot of a due timer taken with [`pop_due_reserved`](Self::pop_due_reserved).
+    /// Does nothing to a timer still in the heap: freeing its slot would leave
+    /// a heap entry whose back-pointer names nobody.
     pub(crate) fn release(&mut self, id: TimerId) {
-        if self.slot(id).is_some() {
+        if let Some(Place::Ready(_)) = self.slot(id).map(|s| s.place) {
             self.slots.remove(id.key as usize);
         }
     }
@@ -366,6 +368,22 @@ mod tests {
         h.pop_due_reserved(base, |_| 7).unwrap();
         h.release(id);
         assert!(matches!(h.cancel(id), Cancelled::Gone));
+    }
+
+    #[test]
+    fn release_leaves_a_pending_timer_alone() {
+        let base = Instant::now();
+        let mut h = TimerHeap::new();
+        let early = h.insert(at(base, 1), "early");
+        let late = h.insert(at(base, 2), "late");
+        h.release(late);
+        h.check_invariants();
+        assert!(h.contains(late));
+        assert_eq!(h.len(), 2);
+        assert!(matches!(h.cancel(late), Cancelled::Pending("late")));
+        h.release(early);
+        assert!(matches!(h.pop_due(at(base, 5)), Some((id, "early")) if id == early));
+        assert!(h.pop_due(at(base, 5)).is_none());
     }
 
     #[test]
