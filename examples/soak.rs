@@ -3,11 +3,13 @@
 //! A server loop (its own thread) echoes, with flow control, an idle timer
 //! re-armed (cancelled and set) on every read, and every 16th read handed to
 //! the thread pool (`defer_to_thread`). A client loop (another thread) keeps
-//! `--conns` connections busy: each sends 1–30 requests of random size
+//! `--conns` connections busy, over TCP or (`--unix` percent of them, 25 by
+//! default) a Unix socket: each sends 1–30 requests of random size
 //! (1 B – 256 KiB) and checks every echoed byte, with a Deferred and a
 //! watchdog timer per request; then it closes, half-closes (`write_eof`, then
-//! reads the rest of the echo), resets (SO_LINGER 0 and `abort` mid-request),
-//! or sends the bytes that make the server's protocol panic. Meanwhile
+//! reads the rest of the echo), resets (SO_LINGER 0 and `abort` mid-request;
+//! TCP only, a Unix socket has no reset), or sends the bytes that make the
+//! server's protocol panic. Meanwhile
 //! `--threads` threads call both loops through their `Remote`s (and block on
 //! the server with `call_blocking`).
 //!
@@ -20,7 +22,7 @@
 //! the counts; any violation is printed and the exit status is 1.
 //!
 //! Run: `cargo run --release --example soak -- --secs 60 --conns 200`
-//! (options: `--secs`, `--conns`, `--threads`, `--seed`, `--max-size`).
+//! (options: `--secs`, `--conns`, `--threads`, `--seed`, `--max-size`, `--unix`).
 //! tests/soak.rs runs it for a few seconds as part of `cargo test`.
 
 use deferloop::deferred::Deferred;
@@ -31,6 +33,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
@@ -163,6 +166,8 @@ pub struct Config {
     pub threads: usize,
     pub seed: u64,
     pub max_size: usize,
+    /// Share of the connections made over a Unix socket, in percent.
+    pub unix_pct: u64,
     /// Allowed growth of RSS from start to end, in bytes.
     pub rss_slack: u64,
     /// Allowed growth of live heap bytes from start to end.
@@ -179,6 +184,7 @@ impl Default for Config {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(1, |d| d.as_nanos() as u64),
             max_size: 256 * 1024,
+            unix_pct: 25,
             rss_slack: 16 << 20,
             heap_slack: 256 << 10,
         }
@@ -200,6 +206,8 @@ pub struct ClientStats {
     pub connects: u64,
     pub connect_failures: u64,
     pub made: u64,
+    /// Of `made`, over a Unix socket.
+    pub unix_made: u64,
     pub lost: u64,
     pub lost_twice: u64,
     pub endings: [u64; 4],
@@ -226,6 +234,10 @@ pub struct ClientStats {
 #[derive(Debug, Default, Clone)]
 pub struct ServerStats {
     pub accepted: u64,
+    /// Of `accepted`, by the Unix listener.
+    pub unix_accepted: u64,
+    /// Listeners open to the end (TCP, and Unix if it could bind).
+    pub listeners: usize,
     pub made: u64,
     pub lost: u64,
     pub lost_twice: u64,
@@ -269,6 +281,7 @@ impl Report {
     /// Every rule the run broke; empty means it passed.
     pub fn violations(&self) -> Vec<String> {
         let (c, s) = (&self.client, &self.server);
+        let k_unix = self.config.unix_pct;
         let mut v = Vec::new();
         let mut check = |ok: bool, what: String| {
             if !ok {
@@ -287,6 +300,13 @@ impl Report {
         check(
             c.lost_twice + s.lost_twice == 0,
             "connection_lost called twice".into(),
+        );
+        check(
+            s.unix_accepted == c.unix_made && (k_unix == 0 || c.unix_made > 0),
+            format!(
+                "{} connected over Unix sockets, {} accepted",
+                c.unix_made, s.unix_accepted
+            ),
         );
         check(
             s.accepted == c.made && s.made == c.made,
@@ -353,10 +373,10 @@ impl Report {
             ),
         );
         check(
-            c.sources_left == 0 && s.sources_left == 1,
+            c.sources_left == 0 && s.sources_left == s.listeners,
             format!(
-                "I/O sources left: client {}, server {} (the listener)",
-                c.sources_left, s.sources_left
+                "I/O sources left: client {}, server {} ({} listeners)",
+                c.sources_left, s.sources_left, s.listeners
             ),
         );
         check(
@@ -421,8 +441,8 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "connections   {} opened by the client ({} connect failures), {} accepted; connection_lost once each: client {}/{}, server {}/{}; twice: {}",
-            c.made, c.connect_failures, s.accepted, c.lost, c.made, s.lost, s.made, c.lost_twice + s.lost_twice
+            "connections   {} opened by the client ({} over Unix sockets; {} connect failures), {} accepted ({} Unix); connection_lost once each: client {}/{}, server {}/{}; twice: {}",
+            c.made, c.unix_made, c.connect_failures, s.accepted, s.unix_accepted, c.lost, c.made, s.lost, s.made, c.lost_twice + s.lost_twice
         )?;
         writeln!(
             f,
@@ -515,7 +535,8 @@ struct Server {
     stats: RefCell<ServerStats>,
     live: Cell<u64>,
     pool_in_flight: Cell<u64>,
-    listener: RefCell<Option<deferloop::net::Listener>>,
+    /// TCP first, then Unix.
+    listeners: RefCell<Vec<deferloop::net::Listener>>,
 }
 
 thread_local! {
@@ -529,7 +550,7 @@ fn server_state() -> (u64, u64, u64, u64) {
         let s = s.borrow();
         let srv = s.as_ref().expect("the server thread");
         let st = srv.stats.borrow();
-        let accepted = srv.listener.borrow().as_ref().map_or(0, |l| l.accepted());
+        let accepted = srv.listeners.borrow().iter().map(|l| l.accepted()).sum();
         (st.made, st.lost, accepted, srv.pool_in_flight.get())
     })
 }
@@ -644,13 +665,16 @@ impl Protocol for EchoConn {
     }
 }
 
-fn server_thread(ready: mpsc::Sender<(SocketAddr, Remote)>) -> ServerStats {
+/// Where the server listens: TCP, and the Unix socket path if any.
+type Listening = (SocketAddr, Option<PathBuf>, Remote);
+
+fn server_thread(ready: mpsc::Sender<Listening>, unix: Option<PathBuf>) -> ServerStats {
     let ev = EventLoop::new().expect("server loop");
     let srv = Rc::new(Server {
         stats: RefCell::default(),
         live: Cell::new(0),
         pool_in_flight: Cell::new(0),
-        listener: RefCell::new(None),
+        listeners: RefCell::new(Vec::new()),
     });
     SERVER.with(|s| *s.borrow_mut() = Some(srv.clone()));
     let s2 = srv.clone();
@@ -668,25 +692,46 @@ fn server_thread(ready: mpsc::Sender<(SocketAddr, Remote)>) -> ServerStats {
             }
         }
     }));
-    let s3 = srv.clone();
-    let listener = ev
-        .listen_tcp("127.0.0.1:0".parse().unwrap(), move || EchoConn {
-            srv: s3.clone(),
+    let factory = |srv: &Rc<Server>| {
+        let srv = srv.clone();
+        move || EchoConn {
+            srv: srv.clone(),
             idle: None,
             reads: 0,
             ff_run: 0,
             bytes_in: 0,
             lost: false,
-        })
+        }
+    };
+    let listener = ev
+        .listen_tcp("127.0.0.1:0".parse().unwrap(), factory(&srv))
         .expect("listen");
     let addr = listener.local_addr().as_inet().unwrap();
-    *srv.listener.borrow_mut() = Some(listener);
-    ready.send((addr, ev.remote())).unwrap();
+    srv.listeners.borrow_mut().push(listener);
+    let unix = unix.and_then(|path| {
+        let _ = std::fs::remove_file(&path);
+        match ev.listen_unix(&path, factory(&srv)) {
+            Ok(l) => {
+                srv.listeners.borrow_mut().push(l);
+                Some(path)
+            }
+            Err(e) => {
+                eprintln!("soak server: no Unix socket at {}: {e}", path.display());
+                None
+            }
+        }
+    });
+    ready.send((addr, unix, ev.remote())).unwrap();
     ev.run().expect("server run");
     let mut stats = srv.stats.borrow().clone();
-    stats.accepted = srv.listener.borrow_mut().take().map_or(0, |l| l.accepted());
+    let listeners = std::mem::take(&mut *srv.listeners.borrow_mut());
+    stats.listeners = listeners.len();
+    stats.accepted = listeners.iter().map(|l| l.accepted()).sum();
+    stats.unix_accepted = listeners.get(1).map_or(0, |l| l.accepted());
+    // The count of sources is taken with the listeners still open.
     stats.timers_left = ev.timer_count();
     stats.sources_left = ev.io_source_count();
+    drop(listeners);
     SERVER.with(|s| s.borrow_mut().take());
     drop(srv);
     drop(ev);
@@ -697,6 +742,7 @@ fn server_thread(ready: mpsc::Sender<(SocketAddr, Remote)>) -> ServerStats {
 
 struct Client {
     addr: SocketAddr,
+    unix: Option<PathBuf>,
     cfg: Config,
     rng: RefCell<Rng>,
     stats: RefCell<ClientStats>,
@@ -711,19 +757,26 @@ impl Client {
         while Instant::now() < self.deadline && self.live.get() < self.cfg.conns {
             self.live.set(self.live.get() + 1);
             self.stats.borrow_mut().connects += 1;
-            let (requests, end) = {
+            let (requests, end, unix) = {
                 let mut rng = self.rng.borrow_mut();
                 let requests = 1 + rng.below(30) as usize;
+                let unix = self
+                    .unix
+                    .as_ref()
+                    .filter(|_| rng.below(100) < self.cfg.unix_pct);
                 let end = match rng.below(100) {
                     0..=49 => End::Close,
                     50..=69 => End::HalfClose,
+                    // A Unix socket cannot be reset: it closes instead.
+                    70..=89 if unix.is_some() => End::Close,
                     70..=89 => End::Reset,
                     _ => End::ServerPanic,
                 };
-                (requests, end)
+                (requests, end, unix)
             };
             let conn = ClientConn {
                 client: self.clone(),
+                unix: unix.is_some(),
                 requests_left: requests,
                 end,
                 expect: VecDeque::new(),
@@ -737,21 +790,23 @@ impl Client {
                 timers: Vec::new(),
             };
             let me = self.clone();
-            let _ =
-                lp.connect_tcp(self.addr, conn)
-                    .add_both(move |r: Result<Transport, Failure>| {
-                        if let Err(f) = r {
-                            // Failed before connection_made: no protocol call.
-                            eprintln!("soak client: connect failed: {f}");
-                            me.stats.borrow_mut().connect_failures += 1;
-                            me.live.set(me.live.get() - 1);
-                            let me2 = me.clone();
-                            let _ = Loop::current().map(|lp| {
-                                lp.call_later(Duration::from_millis(10), move |lp| me2.maintain(lp))
-                            });
-                        }
-                        Ok::<_, Failure>(())
+            let connecting = match unix {
+                Some(path) => lp.connect_unix(path, conn),
+                None => lp.connect_tcp(self.addr, conn),
+            };
+            let _ = connecting.add_both(move |r: Result<Transport, Failure>| {
+                if let Err(f) = r {
+                    // Failed before connection_made: no protocol call.
+                    eprintln!("soak client: connect failed: {f}");
+                    me.stats.borrow_mut().connect_failures += 1;
+                    me.live.set(me.live.get() - 1);
+                    let me2 = me.clone();
+                    let _ = Loop::current().map(|lp| {
+                        lp.call_later(Duration::from_millis(10), move |lp| me2.maintain(lp))
                     });
+                }
+                Ok::<_, Failure>(())
+            });
         }
         if self.live.get() == 0 && Instant::now() >= self.deadline {
             if let Some(tx) = self.done.borrow_mut().take() {
@@ -771,6 +826,8 @@ struct Pending {
 
 struct ClientConn {
     client: Rc<Client>,
+    /// Over a Unix socket (else TCP).
+    unix: bool,
     requests_left: usize,
     end: End,
     /// Bytes sent and not yet echoed, in order.
@@ -890,7 +947,10 @@ impl ClientConn {
 
 impl Protocol for ClientConn {
     fn connection_made(&mut self, t: &Transport) {
-        self.client.stats.borrow_mut().made += 1;
+        let mut s = self.client.stats.borrow_mut();
+        s.made += 1;
+        s.unix_made += u64::from(self.unix);
+        drop(s);
         self.start_request(t);
     }
 
@@ -961,13 +1021,14 @@ impl Protocol for ClientConn {
 
 fn client_thread(
     cfg: Config,
-    addr: SocketAddr,
+    (addr, unix): (SocketAddr, Option<PathBuf>),
     ready: mpsc::Sender<Remote>,
     done: mpsc::Sender<u64>,
 ) -> ClientStats {
     let ev = EventLoop::new().expect("client loop");
     let client = Rc::new(Client {
         addr,
+        unix,
         rng: RefCell::new(Rng(cfg.seed | 1)),
         deadline: Instant::now() + Duration::from_secs_f64(cfg.secs),
         cfg,
@@ -1036,12 +1097,14 @@ pub fn run(cfg: &Config) -> Report {
         }
     });
     let (tx, rx) = mpsc::channel();
-    let server = thread::spawn(move || server_thread(tx));
-    let (addr, server_remote) = rx.recv().expect("server up");
+    let path = (cfg.unix_pct > 0)
+        .then(|| std::env::temp_dir().join(format!("deferloop-soak-{}.sock", std::process::id())));
+    let server = thread::spawn(move || server_thread(tx, path));
+    let (addr, unix, server_remote) = rx.recv().expect("server up");
     let (tx, rx) = mpsc::channel();
     let (done_tx, done_rx) = mpsc::channel();
     let cfg2 = cfg.clone();
-    let client = thread::spawn(move || client_thread(cfg2, addr, tx, done_tx));
+    let client = thread::spawn(move || client_thread(cfg2, (addr, unix), tx, done_tx));
     let client_remote = rx.recv().expect("client up");
 
     // Callers: threadsafe calls into both loops, and blocking calls.
@@ -1156,6 +1219,7 @@ fn parse_args() -> Result<Config, String> {
             "--max-size" => {
                 cfg.max_size = value()?.parse().map_err(|e| format!("--max-size: {e}"))?
             }
+            "--unix" => cfg.unix_pct = value()?.parse().map_err(|e| format!("--unix: {e}"))?,
             other => return Err(format!("unknown option {other}")),
         }
     }

@@ -1,6 +1,6 @@
 //! A short soak (examples/soak.rs, compiled in here): a few seconds of echo
-//! over loopback with resets, half-closes, protocol panics, timers and
-//! threadsafe calls, then the audit — no byte, callback, Deferred, timer,
+//! over loopback, TCP and Unix sockets, with resets, half-closes, protocol
+//! panics, timers and threadsafe calls, then the audit — no byte, callback, Deferred, timer,
 //! fd or heap memory may go missing or stay behind. CI also runs the
 //! example itself for a minute (RELIABILITY.md); `SOAK_SECS` lengthens this,
 //! `SOAK_RSS_SLACK_MIB` changes the allowed RSS growth (16 MiB).
