@@ -185,3 +185,57 @@ fn changing_the_limits_rechecks_at_once() {
         Error::Gone.to_string()
     );
 }
+
+#[test]
+fn a_pause_resume_pause_between_two_turns_is_heard_as_one_pause() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let mut slot = Some(rec);
+    let l = ev
+        .listen_tcp(local(), move || slot.take().unwrap())
+        .unwrap();
+    let addr = l.local_addr().as_inet().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let peer = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        rx.recv().unwrap();
+        let mut all = Vec::new();
+        s.read_to_end(&mut all).unwrap();
+    });
+    run_until(&ev, T, || seen.borrow().transport.is_some());
+    let t = seen.borrow().transport.clone().unwrap();
+    // With nobody reading, fill the socket and buffer past a small high mark.
+    t.set_write_buffer_limits(Some(1000), Some(10)).unwrap();
+    while t.write_buffer_size() <= 1000 {
+        t.write(&[1; 50_000]);
+    }
+    assert!(t.is_writing_paused());
+    // Before the loop tells the protocol: raise the limits (resumed), then
+    // write past the new high mark (paused again).
+    let size = t.write_buffer_size();
+    t.set_write_buffer_limits(Some(size + 1000), Some(size))
+        .unwrap();
+    assert!(!t.is_writing_paused());
+    t.write(&[1; 2000]);
+    assert!(t.is_writing_paused());
+    ev.call_later(Duration::from_millis(20), |lp| lp.stop())
+        .unwrap();
+    ev.run().unwrap();
+    assert_eq!(
+        seen.borrow().events,
+        [Ev::Made, Ev::PauseWriting],
+        "one pause, not two in a row"
+    );
+    tx.send(()).unwrap();
+    run_until(&ev, T, || {
+        seen.borrow().events.last() == Some(&Ev::ResumeWriting)
+    });
+    assert_eq!(
+        seen.borrow().events,
+        [Ev::Made, Ev::PauseWriting, Ev::ResumeWriting]
+    );
+    t.close();
+    run_until(&ev, T, || lost_count(&seen) == 1);
+    peer.join().unwrap();
+    assert_lifecycle(&seen);
+}

@@ -107,6 +107,10 @@ impl Flow {
     pub(crate) fn take_note(&mut self) -> Option<bool> {
         if self.paused != self.told {
             self.told = self.paused;
+            if self.paused {
+                // Paused again after a bounce: this pause covers it.
+                self.bounced = false;
+            }
             return Some(self.paused);
         }
         if std::mem::take(&mut self.bounced) {
@@ -273,6 +277,25 @@ mod tests {
     }
 
     #[test]
+    fn a_pause_resume_pause_before_the_protocol_hears_is_one_pause() {
+        // Raising the limits resumes a pause the protocol was not yet told
+        // of; a write then pauses again. It hears one pause, not two.
+        let mut w = WriteBuf::default();
+        w.set_limits(Some(4), Some(0)).unwrap();
+        w.push(&[1; 8]);
+        w.set_limits(Some(100), Some(10)).unwrap();
+        assert!(!w.flow.is_paused());
+        w.push(&[1; 100]);
+        assert!(w.flow.is_paused());
+        assert_eq!(w.flow.take_note(), Some(true));
+        assert_eq!(w.flow.take_note(), None);
+        let n = w.len();
+        w.consume(n);
+        assert_eq!(w.flow.take_note(), Some(false));
+        assert_eq!(w.flow.take_note(), None);
+    }
+
+    #[test]
     fn a_resume_and_pause_before_the_protocol_hears_need_no_call() {
         let mut w = WriteBuf::default();
         w.set_limits(Some(4), Some(0)).unwrap();
@@ -315,5 +338,137 @@ mod tests {
         w.push(&[1; 10]);
         w.clear();
         assert_eq!(w.buf.capacity(), 0);
+    }
+
+    /// The buffer against a byte queue, and its notes against the protocol's
+    /// side of the contract, over random pushes, writes, aborts, limit
+    /// changes and deliveries.
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::VecDeque;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Push(u16),
+            /// Write out this many bytes (modulo what is buffered, plus one).
+            Consume(u16),
+            Clear,
+            Limits(Option<u16>, Option<u16>),
+            /// The loop delivers every note the protocol is owed.
+            Deliver,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                4 => (0u16..300).prop_map(Op::Push),
+                4 => any::<u16>().prop_map(Op::Consume),
+                1 => Just(Op::Clear),
+                1 => (
+                    proptest::option::of(0u16..400),
+                    proptest::option::of(0u16..200)
+                )
+                    .prop_map(|(h, l)| Op::Limits(h, l)),
+                3 => Just(Op::Deliver),
+            ]
+        }
+
+        fn cases() -> u32 {
+            std::env::var("PROPTEST_CASES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(2_000)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+            #[test]
+            fn write_buffer_matches_a_byte_queue_and_its_notes_pair_up(
+                ops in proptest::collection::vec(op(), 1..120)
+            ) {
+                let mut w = WriteBuf::default();
+                let mut bytes: VecDeque<u8> = VecDeque::new();
+                let mut next = 0u8;
+                let (mut high, mut low) = (DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER);
+                // Above high pauses; at or below low resumes (asyncio's rule).
+                let mut paused = false;
+                // What the protocol heard last (`pause_writing` → true).
+                let mut heard = false;
+                // Since the last delivery, `is_writing_paused()` said true
+                // while the protocol believed it was not paused.
+                let mut observable = false;
+                for op in ops {
+                    let mut emptied = false;
+                    match op {
+                        Op::Push(n) => {
+                            let data: Vec<u8> = (0..n)
+                                .map(|_| {
+                                    next = next.wrapping_add(1);
+                                    next
+                                })
+                                .collect();
+                            w.push(&data);
+                            bytes.extend(&data);
+                        }
+                        Op::Consume(k) => {
+                            let k = usize::from(k) % (bytes.len() + 1);
+                            let want: Vec<u8> = bytes.drain(..k).collect();
+                            prop_assert_eq!(&w.pending()[..k], &want[..]);
+                            w.consume(k);
+                            emptied = bytes.is_empty();
+                        }
+                        Op::Clear => {
+                            w.clear();
+                            bytes.clear();
+                            prop_assert_eq!(w.buf.capacity(), 0);
+                        }
+                        Op::Limits(h, l) => {
+                            let (h, l) = (h.map(usize::from), l.map(usize::from));
+                            let want_high = h.unwrap_or_else(|| l.map_or(DEFAULT_HIGH_WATER, |l| l * 4));
+                            let want_low = l.unwrap_or(want_high / 4);
+                            let r = w.set_limits(h, l);
+                            if want_high < want_low {
+                                prop_assert!(r.is_err());
+                            } else {
+                                prop_assert!(r.is_ok());
+                                (high, low) = (want_high, want_low);
+                            }
+                            prop_assert_eq!(w.flow.limits(), (low, high));
+                        }
+                        Op::Deliver => {
+                            let mut notes = Vec::new();
+                            while let Some(n) = w.flow.take_note() {
+                                notes.push(n);
+                                prop_assert!(notes.len() <= 2, "notes {:?}", notes);
+                            }
+                            prop_assert!(!w.flow.has_note());
+                            for &n in &notes {
+                                prop_assert_eq!(n, !heard, "unpaired notes {:?}", notes);
+                                heard = n;
+                            }
+                            prop_assert_eq!(heard, paused, "the protocol ends up told the truth");
+                            if observable {
+                                prop_assert!(notes.contains(&true), "an observable pause was swallowed");
+                            }
+                            observable = false;
+                        }
+                    }
+                    if !paused && bytes.len() > high {
+                        paused = true;
+                    } else if paused && bytes.len() <= low {
+                        paused = false;
+                    }
+                    prop_assert_eq!(w.flow.is_paused(), paused);
+                    observable |= paused && !heard;
+                    prop_assert_eq!(w.flow.has_note(), paused != heard || (observable && !paused));
+                    prop_assert_eq!(w.len(), bytes.len());
+                    prop_assert!(w.pending().iter().eq(bytes.iter()));
+                    if emptied {
+                        prop_assert!(w.buf.capacity() <= KEEP_CAPACITY.max(high));
+                    }
+                }
+            }
+        }
     }
 }
