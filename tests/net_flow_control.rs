@@ -3,18 +3,62 @@
 
 mod util;
 
-use deferloop::net::{Protocol, Transport, DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
+use deferloop::net::{Listener, Protocol, Transport, DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
 use deferloop::{Error, EventLoop, Failure};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::mpsc;
+use std::thread;
 use std::time::Duration;
-use util::net::{assert_lifecycle, lost_count, Ev, Rec};
+use util::net::{assert_lifecycle, lost_count, Ev, Rec, Shared};
 use util::run_until;
 
 const T: Duration = Duration::from_secs(20);
 
 fn local() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
+}
+
+/// A connection to a peer thread that reads nothing until `go` is sent,
+/// then reads to the end and returns how many bytes it got.
+struct StalledPeer {
+    t: Transport,
+    seen: Shared,
+    go: mpsc::Sender<()>,
+    peer: thread::JoinHandle<usize>,
+    _listener: Listener,
+}
+
+fn stalled_peer(ev: &EventLoop) -> StalledPeer {
+    let (rec, seen) = Rec::new();
+    let mut slot = Some(rec);
+    let listener = ev
+        .listen_tcp(local(), move || slot.take().unwrap())
+        .unwrap();
+    let addr = listener.local_addr().as_inet().unwrap();
+    let (go, rx) = mpsc::channel::<()>();
+    let peer = thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        rx.recv().unwrap(); // start reading only when told
+        let mut all = Vec::new();
+        s.read_to_end(&mut all).unwrap();
+        all.len()
+    });
+    run_until(ev, T, || seen.borrow().transport.is_some());
+    let t = seen.borrow().transport.clone().unwrap();
+    StalledPeer {
+        t,
+        seen,
+        go,
+        peer,
+        _listener: listener,
+    }
+}
+
+/// Runs the loop for `d`.
+fn run_for(ev: &EventLoop, d: Duration) {
+    ev.call_later(d, |lp| lp.stop()).unwrap();
+    ev.run().unwrap();
 }
 
 /// Pauses reading after the first chunk.
@@ -85,22 +129,13 @@ fn pause_reading_stops_data_and_resume_delivers_what_arrived_meanwhile() {
 #[test]
 fn the_write_buffer_pauses_above_high_and_resumes_at_low() {
     let ev = EventLoop::new().unwrap();
-    let (rec, seen) = Rec::new();
-    let mut slot = Some(rec);
-    let l = ev
-        .listen_tcp(local(), move || slot.take().unwrap())
-        .unwrap();
-    let addr = l.local_addr().as_inet().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let peer = std::thread::spawn(move || {
-        let mut s = TcpStream::connect(addr).unwrap();
-        rx.recv().unwrap(); // start reading only when told
-        let mut all = Vec::new();
-        s.read_to_end(&mut all).unwrap();
-        all.len()
-    });
-    run_until(&ev, T, || seen.borrow().transport.is_some());
-    let t = seen.borrow().transport.clone().unwrap();
+    let StalledPeer {
+        t,
+        seen,
+        go: tx,
+        peer,
+        _listener,
+    } = stalled_peer(&ev);
     assert_eq!(
         t.write_buffer_limits(),
         (DEFAULT_LOW_WATER, DEFAULT_HIGH_WATER)
@@ -112,9 +147,7 @@ fn the_write_buffer_pauses_above_high_and_resumes_at_low() {
         written += 16 * 1024;
     }
     assert!(t.write_buffer_size() > DEFAULT_HIGH_WATER);
-    ev.call_later(Duration::from_millis(20), |lp| lp.stop())
-        .unwrap();
-    ev.run().unwrap();
+    run_for(&ev, Duration::from_millis(20));
     assert_eq!(seen.borrow().events, [Ev::Made, Ev::PauseWriting]);
     tx.send(()).unwrap();
     run_until(&ev, T, || seen.borrow().events.len() == 3);
@@ -129,21 +162,13 @@ fn the_write_buffer_pauses_above_high_and_resumes_at_low() {
 #[test]
 fn changing_the_limits_rechecks_at_once() {
     let ev = EventLoop::new().unwrap();
-    let (rec, seen) = Rec::new();
-    let mut slot = Some(rec);
-    let l = ev
-        .listen_tcp(local(), move || slot.take().unwrap())
-        .unwrap();
-    let addr = l.local_addr().as_inet().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let peer = std::thread::spawn(move || {
-        let mut s = TcpStream::connect(addr).unwrap();
-        rx.recv().unwrap();
-        let mut all = Vec::new();
-        s.read_to_end(&mut all).unwrap();
-    });
-    run_until(&ev, T, || seen.borrow().transport.is_some());
-    let t = seen.borrow().transport.clone().unwrap();
+    let StalledPeer {
+        t,
+        seen,
+        go: tx,
+        peer,
+        _listener,
+    } = stalled_peer(&ev);
     t.set_write_buffer_limits(Some(1 << 30), None).unwrap();
     while t.write_buffer_size() < 100_000 {
         t.write(&[1; 50_000]);
@@ -160,16 +185,12 @@ fn changing_the_limits_rechecks_at_once() {
     );
     t.set_write_buffer_limits(Some(1000), Some(10)).unwrap();
     assert!(t.is_writing_paused(), "lowering high below the size pauses");
-    ev.call_later(Duration::from_millis(20), |lp| lp.stop())
-        .unwrap();
-    ev.run().unwrap();
+    run_for(&ev, Duration::from_millis(20));
     assert_eq!(seen.borrow().events, [Ev::Made, Ev::PauseWriting]);
     t.set_write_buffer_limits(Some(1 << 30), Some(1 << 29))
         .unwrap();
     assert!(!t.is_writing_paused(), "raising low above the size resumes");
-    ev.call_later(Duration::from_millis(20), |lp| lp.stop())
-        .unwrap();
-    ev.run().unwrap();
+    run_for(&ev, Duration::from_millis(20));
     assert_eq!(
         seen.borrow().events,
         [Ev::Made, Ev::PauseWriting, Ev::ResumeWriting]
@@ -189,21 +210,13 @@ fn changing_the_limits_rechecks_at_once() {
 #[test]
 fn a_pause_resume_pause_between_two_turns_is_heard_as_one_pause() {
     let ev = EventLoop::new().unwrap();
-    let (rec, seen) = Rec::new();
-    let mut slot = Some(rec);
-    let l = ev
-        .listen_tcp(local(), move || slot.take().unwrap())
-        .unwrap();
-    let addr = l.local_addr().as_inet().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let peer = std::thread::spawn(move || {
-        let mut s = TcpStream::connect(addr).unwrap();
-        rx.recv().unwrap();
-        let mut all = Vec::new();
-        s.read_to_end(&mut all).unwrap();
-    });
-    run_until(&ev, T, || seen.borrow().transport.is_some());
-    let t = seen.borrow().transport.clone().unwrap();
+    let StalledPeer {
+        t,
+        seen,
+        go: tx,
+        peer,
+        _listener,
+    } = stalled_peer(&ev);
     // With nobody reading, fill the socket and buffer past a small high mark.
     t.set_write_buffer_limits(Some(1000), Some(10)).unwrap();
     while t.write_buffer_size() <= 1000 {
@@ -218,9 +231,7 @@ fn a_pause_resume_pause_between_two_turns_is_heard_as_one_pause() {
     assert!(!t.is_writing_paused());
     t.write(&[1; 2000]);
     assert!(t.is_writing_paused());
-    ev.call_later(Duration::from_millis(20), |lp| lp.stop())
-        .unwrap();
-    ev.run().unwrap();
+    run_for(&ev, Duration::from_millis(20));
     assert_eq!(
         seen.borrow().events,
         [Ev::Made, Ev::PauseWriting],
