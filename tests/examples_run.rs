@@ -31,6 +31,22 @@ fn any() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
+/// On a client thread: sends `data` to `addr`, half-closes, and returns
+/// everything read back until the server closes (reading while writing, so
+/// neither side's buffers fill up).
+fn send_all_and_read_back(addr: SocketAddr, data: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut r = s.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut back = Vec::new();
+        r.read_to_end(&mut back).unwrap();
+        back
+    });
+    s.write_all(data).unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    reader.join().unwrap()
+}
+
 /// Runs `ev` until `client` (a thread) has finished.
 fn drive<T: Send + 'static>(ev: &EventLoop, client: JoinHandle<T>) -> T {
     let done = Arc::new(AtomicBool::new(false));
@@ -58,18 +74,7 @@ fn echo_server_echoes_every_byte_until_the_peer_closes() {
     let expect = data.clone();
     let back = drive(
         &ev,
-        std::thread::spawn(move || {
-            let mut s = TcpStream::connect(addr).unwrap();
-            let mut r = s.try_clone().unwrap();
-            let reader = std::thread::spawn(move || {
-                let mut back = Vec::new();
-                r.read_to_end(&mut back).unwrap();
-                back
-            });
-            s.write_all(&data).unwrap();
-            s.shutdown(Shutdown::Write).unwrap();
-            reader.join().unwrap()
-        }),
+        std::thread::spawn(move || send_all_and_read_back(addr, &data)),
     );
     assert!(
         back == expect,
@@ -180,18 +185,7 @@ fn proxy_relays_both_ways_with_half_close() {
     let expect = data.clone();
     let back = drive(
         &ev,
-        std::thread::spawn(move || {
-            let mut s = TcpStream::connect(addr).unwrap();
-            let mut r = s.try_clone().unwrap();
-            let reader = std::thread::spawn(move || {
-                let mut back = Vec::new();
-                r.read_to_end(&mut back).unwrap();
-                back
-            });
-            s.write_all(&data).unwrap();
-            s.shutdown(Shutdown::Write).unwrap();
-            reader.join().unwrap()
-        }),
+        std::thread::spawn(move || send_all_and_read_back(addr, &data)),
     );
     assert!(
         back == expect,
