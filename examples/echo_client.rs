@@ -66,7 +66,9 @@ impl Protocol for Pinger {
             Some(f) => Err(f.to_string()),
         };
         self.done.set(Some(outcome));
-        t.event_loop().stop();
+        if let Some(lp) = t.event_loop() {
+            lp.stop();
+        }
     }
 }
 
@@ -81,7 +83,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ev = EventLoop::new()?;
     let done = Rc::new(Cell::new(None));
     let t0 = Instant::now();
-    let connected = ev.connect_tcp(addr.parse()?, Pinger::new(size, count, done.clone()));
+    let connected = ev
+        .connect_tcp(addr.parse()?, Pinger::new(size, count, done.clone()))
+        .connected();
     ev.run_until(connected)
         .map_err(|f| format!("connect to {addr} failed: {f}"))?;
     let outcome = match done.take() {

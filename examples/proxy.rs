@@ -8,29 +8,59 @@
 //! server started in the same process, so the example runs on its own).
 
 use deferloop::net::{Listener, Protocol, Transport};
-use deferloop::EventLoop;
-use std::cell::RefCell;
+use deferloop::{EventLoop, Failure};
 use std::io::Write;
 use std::net::SocketAddr;
-use std::rc::Rc;
+use std::time::Duration;
 
-/// The transport at the other end of a relay, once it exists.
-type Other = Rc<RefCell<Option<Transport>>>;
+/// How long the target may take to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a side may take to flush once the other side is gone.
+const LINGER: Duration = Duration::from_secs(5);
 
-/// One side of a relay. Both sides run the same code.
+/// One side of a relay; both sides run this. The client side is made with the
+/// target's address and connects when the client arrives; the target side is
+/// made with the client's transport.
 pub struct Relay {
-    other: Other,
+    target: Option<SocketAddr>,
+    other: Option<Transport>,
 }
 
 impl Relay {
     fn other(&self, f: impl FnOnce(&Transport)) {
-        if let Some(t) = &*self.other.borrow() {
+        if let Some(t) = &self.other {
             f(t);
         }
     }
 }
 
 impl Protocol for Relay {
+    fn connection_made(&mut self, t: &Transport) {
+        // This side handles its peer's backpressure by pausing the other side.
+        t.set_read_while_write_paused(true);
+        t.set_linger(LINGER);
+        let (Some(target), Some(lp)) = (self.target, t.event_loop()) else {
+            return;
+        };
+        // Writes to the target are buffered until it is up.
+        let conn = lp.connect_tcp(
+            target,
+            Relay {
+                target: None,
+                other: Some(t.clone()),
+            },
+        );
+        self.other = Some(conn.transport().clone());
+        let client = t.clone();
+        let _ = conn.connected().add_timeout(CONNECT_TIMEOUT, &lp).add_both(
+            move |r: Result<Transport, Failure>| {
+                if let Err(f) = r {
+                    client.abort_with(f);
+                }
+                Ok(())
+            },
+        );
+    }
     fn data_received(&mut self, _: &Transport, data: &[u8]) {
         self.other(|o| o.write(data));
     }
@@ -46,52 +76,16 @@ impl Protocol for Relay {
         self.other(|o| o.write_eof());
         true
     }
-    fn connection_lost(&mut self, _: &Transport, _: Option<deferloop::Failure>) {
-        self.other(|o| o.close());
-    }
-}
-
-/// The client side: connects to the target when the client arrives, and
-/// reads nothing from the client until that connection is up.
-pub struct Inbound {
-    target: SocketAddr,
-    relay: Relay,
-}
-
-impl Protocol for Inbound {
-    fn connection_made(&mut self, client: &Transport) {
-        client.pause_reading();
-        let to_client: Other = Rc::new(RefCell::new(Some(client.clone())));
-        let (to_target, c1, c2) = (self.relay.other.clone(), client.clone(), client.clone());
-        let connected = client
-            .event_loop()
-            .connect_tcp(self.target, Relay { other: to_client });
-        let _ = connected.add_callbacks(
-            move |target| {
-                *to_target.borrow_mut() = Some(target);
-                c1.resume_reading();
-                Ok(())
-            },
-            move |f| {
-                c2.abort_with(f);
-                Ok(())
-            },
-        );
-    }
-    fn data_received(&mut self, t: &Transport, data: &[u8]) {
-        self.relay.data_received(t, data);
-    }
-    fn pause_writing(&mut self, t: &Transport) {
-        self.relay.pause_writing(t);
-    }
-    fn resume_writing(&mut self, t: &Transport) {
-        self.relay.resume_writing(t);
-    }
-    fn eof_received(&mut self, t: &Transport) -> bool {
-        self.relay.eof_received(t)
-    }
-    fn connection_lost(&mut self, t: &Transport, reason: Option<deferloop::Failure>) {
-        self.relay.connection_lost(t, reason);
+    /// Our side is gone: close the other (a pending connect is abandoned; a
+    /// graceful close aborts after the linger time).
+    fn connection_lost(&mut self, _: &Transport, _: Option<Failure>) {
+        self.other(|o| {
+            if o.is_connecting() {
+                o.abort()
+            } else {
+                o.close()
+            }
+        });
     }
 }
 
@@ -101,11 +95,9 @@ pub fn start(
     addr: SocketAddr,
     target: SocketAddr,
 ) -> Result<Listener, deferloop::Error> {
-    ev.listen_tcp(addr, move || Inbound {
-        target,
-        relay: Relay {
-            other: Rc::new(RefCell::new(None)),
-        },
+    ev.listen_tcp(addr, move || Relay {
+        target: Some(target),
+        other: None,
     })
 }
 

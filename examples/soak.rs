@@ -572,10 +572,13 @@ impl EchoConn {
             }
         }
         let (srv, t2) = (self.srv.clone(), t.clone());
-        let h = t.event_loop().call_later(IDLE, move |_| {
-            srv.stats.borrow_mut().idle_fired += 1;
-            t2.abort();
-        });
+        let h = t
+            .event_loop()
+            .expect("the connection is open")
+            .call_later(IDLE, move |_| {
+                srv.stats.borrow_mut().idle_fired += 1;
+                t2.abort();
+            });
         if let Ok(h) = h {
             self.srv.stats.borrow_mut().idle_set += 1;
             self.idle = Some(h);
@@ -623,6 +626,7 @@ impl Protocol for EchoConn {
             srv.pool_in_flight.set(srv.pool_in_flight.get() + 1);
             let _ = t
                 .event_loop()
+                .expect("the connection is open")
                 .defer_to_thread(move || sample.iter().map(|&b| u64::from(b)).sum::<u64>())
                 .add_both(move |_r: Result<u64, Failure>| {
                     srv.stats.borrow_mut().pool_fired += 1;
@@ -791,8 +795,8 @@ impl Client {
             };
             let me = self.clone();
             let connecting = match unix {
-                Some(path) => lp.connect_unix(path, conn),
-                None => lp.connect_tcp(self.addr, conn),
+                Some(path) => lp.connect_unix(path, conn).connected(),
+                None => lp.connect_tcp(self.addr, conn).connected(),
             };
             let _ = connecting.add_both(move |r: Result<Transport, Failure>| {
                 if let Err(f) = r {
@@ -868,6 +872,7 @@ impl ClientConn {
         let c3 = c.clone();
         let watchdog = t
             .event_loop()
+            .expect("the connection is open")
             .call_later(Duration::from_secs(30), move |_| {
                 c3.stats.borrow_mut().watchdogs_fired += 1;
                 eprintln!("soak client: a request stalled for 30 s");
@@ -897,6 +902,7 @@ impl ClientConn {
             let t4 = t.clone();
             let h = t
                 .event_loop()
+                .expect("the connection is open")
                 .call_later(delay, move |_| t4.resume_reading());
             self.timers.extend(h.ok());
         }
@@ -909,7 +915,10 @@ impl ClientConn {
             self.reset_scheduled = true;
             let delay = Duration::from_micros(c.rng.borrow_mut().below(3000));
             let t3 = t.clone();
-            let h = t.event_loop().call_later(delay, move |_| reset(&t3));
+            let h = t
+                .event_loop()
+                .expect("the connection is open")
+                .call_later(delay, move |_| reset(&t3));
             self.timers.extend(h.ok());
         }
     }

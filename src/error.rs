@@ -30,6 +30,9 @@ pub enum Error {
     Owned,
     /// The object (transport, listener, source) no longer exists.
     Gone,
+    /// The object is in use right now: a protocol reached through a
+    /// [`ProtocolRef`](crate::net::ProtocolRef) while one of its own methods runs.
+    InUse,
     /// An argument was out of its documented range; the message says which.
     InvalidInput(&'static str),
     /// The awaited Deferred failed; the failure, rendered (a `Failure` cannot
@@ -53,6 +56,7 @@ impl fmt::Display for Error {
             Error::TimedOut => f.write_str("timed out waiting for the event loop"),
             Error::Owned => f.write_str("the file descriptor is owned by a transport"),
             Error::Gone => f.write_str("the object no longer exists"),
+            Error::InUse => f.write_str("the object is in use (one of its own methods is running)"),
             Error::InvalidInput(what) => write!(f, "invalid input: {what}"),
             Error::Failed(msg) => write!(f, "the Deferred failed: {msg}"),
             Error::Io(e) => write!(f, "I/O error: {e}"),

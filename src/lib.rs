@@ -33,6 +33,9 @@
 
 #![deny(missing_docs)]
 
+#[cfg(not(unix))]
+compile_error!("deferloop runs on Unix-like systems only (Linux, the BSDs, macOS): it is built on readiness I/O and Unix sockets.");
+
 mod clock;
 mod context;
 pub mod deferred;

@@ -125,7 +125,9 @@ fn a_transport_owned_fd_cannot_be_hijacked() -> Result<(), Error> {
     let l = ev.listen_tcp("127.0.0.1:0".parse().unwrap(), || Quiet)?;
     let lfd = l.raw_fd().unwrap();
     assert!(matches!(ev.add_reader(lfd, |_| {}), Err(Error::Owned)));
-    let d = ev.connect_tcp(l.local_addr().as_inet().unwrap(), Quiet);
+    let d = ev
+        .connect_tcp(l.local_addr().as_inet().unwrap(), Quiet)
+        .connected();
     let t = ev.run_until(d).unwrap();
     let fd = t.raw_fd().unwrap();
     assert!(matches!(ev.add_reader(fd, |_| {}), Err(Error::Owned)));

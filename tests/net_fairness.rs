@@ -82,13 +82,16 @@ fn a_flooding_connection_does_not_delay_a_ping_on_another() {
     run_until(&ev, T, || flood_bytes.get() > 8 << 20);
     let got_pong_at = Rc::new(Cell::new(None));
     let pinger = ev
-        .run_until(ev.connect_tcp(
-            addr,
-            Pinger {
-                lp: ev.handle(),
-                got_pong_at: got_pong_at.clone(),
-            },
-        ))
+        .run_until(
+            ev.connect_tcp(
+                addr,
+                Pinger {
+                    lp: ev.handle(),
+                    got_pong_at: got_pong_at.clone(),
+                },
+            )
+            .connected(),
+        )
         .unwrap();
     let sent_at = ev.turn_count();
     let before = flood_bytes.get();

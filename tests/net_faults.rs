@@ -64,8 +64,8 @@ fn a_panicking_protocol_aborts_its_connection_only() {
     let addr = l.local_addr().as_inet().unwrap();
     let (r1, c1) = Rec::new();
     let (r2, c2) = Rec::new();
-    let t1 = ev.run_until(ev.connect_tcp(addr, r1)).unwrap();
-    let t2 = ev.run_until(ev.connect_tcp(addr, r2)).unwrap();
+    let t1 = ev.run_until(ev.connect_tcp(addr, r1).connected()).unwrap();
+    let t2 = ev.run_until(ev.connect_tcp(addr, r2).connected()).unwrap();
     t1.write(b"boom");
     t2.write(b"fine");
     run_until(&ev, T, || {
@@ -104,11 +104,11 @@ fn a_panicking_factory_costs_one_connection_not_the_listener() {
         .unwrap();
     let addr = l.local_addr().as_inet().unwrap();
     let (r1, c1) = Rec::new();
-    let _t1 = ev.run_until(ev.connect_tcp(addr, r1)).unwrap();
+    let _t1 = ev.run_until(ev.connect_tcp(addr, r1).connected()).unwrap();
     run_until(&ev, T, || lost_count(&c1) == 1);
     assert_eq!(*reported.borrow(), ["Exception in protocol factory"]);
     let (r2, c2) = Rec::new();
-    let t2 = ev.run_until(ev.connect_tcp(addr, r2)).unwrap();
+    let t2 = ev.run_until(ev.connect_tcp(addr, r2).connected()).unwrap();
     t2.write(b"served");
     run_until(&ev, T, || c2.borrow().bytes == b"served");
     assert!(l.is_listening());
@@ -132,7 +132,10 @@ fn a_panicking_connection_lost_is_reported_and_the_connection_still_goes() {
         .unwrap();
     let (r, c) = Rec::new();
     let t = ev
-        .run_until(ev.connect_tcp(l.local_addr().as_inet().unwrap(), r))
+        .run_until(
+            ev.connect_tcp(l.local_addr().as_inet().unwrap(), r)
+                .connected(),
+        )
         .unwrap();
     t.write(b"x");
     run_until(&ev, T, || lost_count(&c) == 1);

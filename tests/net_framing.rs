@@ -186,7 +186,10 @@ fn a_message_too_long_for_its_prefix_is_refused_before_writing() {
         .unwrap();
     let (rec, _seen) = util::net::Rec::new();
     let t = ev
-        .run_until(ev.connect_tcp(l.local_addr().as_inet().unwrap(), rec))
+        .run_until(
+            ev.connect_tcp(l.local_addr().as_inet().unwrap(), rec)
+                .connected(),
+        )
         .unwrap();
     let big = vec![0; 70_000];
     assert!(LengthPrefixed::<Replier>::send(&t, Prefix::U16, &big).is_err());

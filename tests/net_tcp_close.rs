@@ -103,7 +103,9 @@ fn half_close_the_peer_still_sends_after_our_write_eof() {
         })
         .unwrap();
     let (rec, client) = Rec::new();
-    let d = ev.connect_tcp(l.local_addr().as_inet().unwrap(), HalfCloser { rec });
+    let d = ev
+        .connect_tcp(l.local_addr().as_inet().unwrap(), HalfCloser { rec })
+        .connected();
     let t = ev.run_until(d).unwrap();
     run_until(&ev, T, || {
         lost_count(&client) == 1 && servers.borrow().iter().all(|s| lost_count(s) == 1)
@@ -225,7 +227,7 @@ fn writes_after_close_are_ignored_and_logged_once() {
     let ev = EventLoop::new().unwrap();
     let (addr, _servers) = serve(&ev, || Rec::new().0);
     let (rec, client) = Rec::new();
-    let t = ev.run_until(ev.connect_tcp(addr, rec)).unwrap();
+    let t = ev.run_until(ev.connect_tcp(addr, rec).connected()).unwrap();
     t.close();
     t.write(b"one");
     t.write(b"two");
@@ -305,7 +307,7 @@ fn closing_the_loop_gives_open_connections_connection_lost_once() {
     let ev = EventLoop::new().unwrap();
     let (addr, servers) = serve(&ev, || Rec::echo().0);
     let (rec, client) = Rec::new();
-    let t = ev.run_until(ev.connect_tcp(addr, rec)).unwrap();
+    let t = ev.run_until(ev.connect_tcp(addr, rec).connected()).unwrap();
     run_until(&ev, T, || servers.borrow().len() == 1);
     let server = servers.borrow()[0].clone();
     drop(ev);
@@ -327,7 +329,7 @@ fn abort_and_close_repeated_deliver_one_connection_lost() {
     let ev = EventLoop::new().unwrap();
     let (addr, _servers) = serve(&ev, || Rec::new().0);
     let (rec, client) = Rec::new();
-    let t = ev.run_until(ev.connect_tcp(addr, rec)).unwrap();
+    let t = ev.run_until(ev.connect_tcp(addr, rec).connected()).unwrap();
     t.abort_with(Failure::msg("first reason"));
     t.close();
     t.abort();

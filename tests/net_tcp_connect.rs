@@ -30,6 +30,7 @@ fn the_deferred_fires_after_connection_made() {
     let o = order.clone();
     let d = ev
         .connect_tcp(l.local_addr().as_inet().unwrap(), Mark(order.clone()))
+        .connected()
         .map(move |t| {
             o.borrow_mut().push("deferred");
             t
@@ -52,7 +53,9 @@ fn a_refused_connect_fails_with_connection_refused_naming_the_address() {
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let ev = EventLoop::new().unwrap();
     let (rec, seen) = Rec::new();
-    let f = ev.run_until(ev.connect_tcp(addr, rec)).unwrap_err();
+    let f = ev
+        .run_until(ev.connect_tcp(addr, rec).connected())
+        .unwrap_err();
     let e = f.downcast_ref::<std::io::Error>().expect("an io::Error");
     assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
     assert!(f.to_string().contains(&addr.to_string()), "{f}");
@@ -95,6 +98,7 @@ fn a_connect_that_hangs_fails_with_timed_out_after_add_timeout() {
     let t0 = Instant::now();
     let d = ev
         .connect_tcp(addr, rec)
+        .connected()
         .add_timeout(Duration::from_millis(200), &ev.handle());
     let f = ev.run_until(d).unwrap_err();
     let waited = t0.elapsed();
@@ -110,7 +114,7 @@ fn cancelling_a_connect_abandons_it() {
     let (_listener, _filler, addr) = full_listener();
     let ev = EventLoop::new().unwrap();
     let (rec, seen) = Rec::new();
-    let d = ev.connect_tcp(addr, rec);
+    let d = ev.connect_tcp(addr, rec).connected();
     assert_eq!(ev.io_source_count(), 1);
     d.cancel();
     assert_eq!(ev.io_source_count(), 0);
@@ -125,6 +129,7 @@ fn connecting_on_a_closed_loop_is_an_error_not_a_panic() {
     ev.close().unwrap();
     let f = ev
         .connect_tcp("127.0.0.1:9".parse().unwrap(), Rec::new().0)
+        .connected()
         .result()
         .unwrap()
         .unwrap_err();
@@ -143,7 +148,7 @@ fn closing_the_loop_fails_a_pending_connect() {
     let (_listener, _filler, addr) = full_listener();
     let ev = EventLoop::new().unwrap();
     let (rec, seen) = Rec::new();
-    let d = ev.connect_tcp(addr, rec);
+    let d = ev.connect_tcp(addr, rec).connected();
     ev.close().unwrap();
     let f = d.result().unwrap().unwrap_err();
     assert!(matches!(

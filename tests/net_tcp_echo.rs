@@ -55,14 +55,16 @@ fn echo_of_one_byte_then_clean_close_on_both_sides() {
         .unwrap();
     let addr = listener.local_addr().as_inet().unwrap();
     let (rec, client) = Rec::new();
-    let d = ev.connect_tcp(
-        addr,
-        SendThenClose {
-            rec,
-            msg: b"x".to_vec(),
-            want: 1,
-        },
-    );
+    let d = ev
+        .connect_tcp(
+            addr,
+            SendThenClose {
+                rec,
+                msg: b"x".to_vec(),
+                want: 1,
+            },
+        )
+        .connected();
     let t = ev.run_until(d).unwrap();
     assert_eq!(t.peer_addr().unwrap().as_inet(), Some(addr));
     assert!(t.nodelay().unwrap(), "TCP_NODELAY is on by default");
@@ -185,17 +187,19 @@ fn echo_of_ten_mebibytes_engages_flow_control_and_bounds_memory() {
     let client_paused = Rc::new(Cell::new(0));
     let client_max = Rc::new(Cell::new(0));
     let client_lost = Rc::new(Cell::new(0));
-    let _d = ev.connect_tcp(
-        listener.local_addr().as_inet().unwrap(),
-        Producer {
-            sent: 0,
-            total: TOTAL,
-            received: received.clone(),
-            paused_seen: client_paused.clone(),
-            max_buffered: client_max.clone(),
-            lost: client_lost.clone(),
-        },
-    );
+    let _d = ev
+        .connect_tcp(
+            listener.local_addr().as_inet().unwrap(),
+            Producer {
+                sent: 0,
+                total: TOTAL,
+                received: received.clone(),
+                paused_seen: client_paused.clone(),
+                max_buffered: client_max.clone(),
+                lost: client_lost.clone(),
+            },
+        )
+        .connected();
     run_until(&ev, Duration::from_secs(60), || {
         client_lost.get() == 1 && server_lost.get() == 1
     });
@@ -238,14 +242,16 @@ fn echo_over_ipv6_loopback() {
     let addr = listener.local_addr().as_inet().unwrap();
     assert!(addr.is_ipv6());
     let (rec, client) = Rec::new();
-    let _d = ev.connect_tcp(
-        addr,
-        SendThenClose {
-            rec,
-            msg: b"over six".to_vec(),
-            want: 8,
-        },
-    );
+    let _d = ev
+        .connect_tcp(
+            addr,
+            SendThenClose {
+                rec,
+                msg: b"over six".to_vec(),
+                want: 8,
+            },
+        )
+        .connected();
     run_until(&ev, T, || util::net::lost_count(&client) == 1);
     assert_eq!(client.borrow().bytes, b"over six");
     assert_lifecycle(&client);
@@ -270,14 +276,16 @@ fn a_thousand_concurrent_connections_each_echo_and_close_once() {
     for i in 0..N {
         let (rec, seen) = Rec::new();
         let msg = format!("{i:0100}").into_bytes();
-        let _d = ev.connect_tcp(
-            addr,
-            SendThenClose {
-                rec,
-                msg,
-                want: 100,
-            },
-        );
+        let _d = ev
+            .connect_tcp(
+                addr,
+                SendThenClose {
+                    rec,
+                    msg,
+                    want: 100,
+                },
+            )
+            .connected();
         clients.push(seen);
     }
     run_until(&ev, Duration::from_secs(120), || {

@@ -20,7 +20,9 @@ fn a_round_trip_over_a_unix_socket() {
     let l = ev.listen_unix(&path, || Rec::echo().0).unwrap();
     assert_eq!(l.local_addr(), &SockAddr::Unix(Some(path.clone())));
     let (rec, client) = Rec::new();
-    let t = ev.run_until(ev.connect_unix(&path, rec)).unwrap();
+    let t = ev
+        .run_until(ev.connect_unix(&path, rec).connected())
+        .unwrap();
     assert_eq!(t.peer_addr().unwrap(), SockAddr::Unix(Some(path.clone())));
     assert!(
         t.set_nodelay(true).is_err(),
@@ -57,7 +59,10 @@ fn listening_on_a_taken_path_is_an_error() {
 fn connecting_to_a_missing_path_fails_with_not_found() {
     let ev = EventLoop::new().unwrap();
     let f = ev
-        .run_until(ev.connect_unix(temp_path("missing"), Rec::new().0))
+        .run_until(
+            ev.connect_unix(temp_path("missing"), Rec::new().0)
+                .connected(),
+        )
         .unwrap_err();
     let e = f.downcast_ref::<std::io::Error>().unwrap();
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{f}");

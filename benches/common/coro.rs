@@ -230,7 +230,7 @@ where
                 conn: self.conn.clone(),
                 transport: t.clone(),
             };
-            spawn(t.event_loop(), serve(s));
+            spawn(&t.event_loop().expect("the connection is open"), serve(s));
         }
     }
 

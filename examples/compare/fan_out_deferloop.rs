@@ -6,9 +6,7 @@
 use deferloop::deferred::Cancelled;
 use deferloop::net::{Protocol, Transport};
 use deferloop::{race, Deferred, EventLoop, Failure, Loop, Resolver};
-use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::rc::Rc;
 use std::time::Duration;
 
 #[path = "backends.rs"]
@@ -18,12 +16,10 @@ mod backends;
 struct AskOnce {
     answer: Resolver<String>,
     line: Vec<u8>,
-    conn: Rc<RefCell<Option<Transport>>>,
 }
 
 impl Protocol for AskOnce {
     fn connection_made(&mut self, t: &Transport) {
-        *self.conn.borrow_mut() = Some(t.clone());
         t.write(b"what colour?\n");
     }
 
@@ -47,19 +43,22 @@ impl Protocol for AskOnce {
 
 /// One backend's answer. Cancelling it closes the connection.
 fn ask(lp: &Loop, addr: SocketAddr) -> Deferred<String> {
-    let conn = Rc::new(RefCell::new(None::<Transport>));
-    let to_abort = conn.clone();
-    let (answer, r) = Deferred::with_canceller(move |_| {
-        if let Some(t) = to_abort.borrow_mut().take() {
+    let (answer, r) = Deferred::new();
+    let conn = lp.connect_tcp(
+        addr,
+        AskOnce {
+            answer: r,
+            line: Vec::new(),
+        },
+    );
+    let t = conn.transport().clone();
+    // However it ends (answer, failure, cancel), the connection goes.
+    conn.connected()
+        .add_callback(move |_| answer)
+        .add_both(move |r: Result<String, Failure>| {
             t.abort();
-        }
-    });
-    let proto = AskOnce {
-        answer: r,
-        line: Vec::new(),
-        conn,
-    };
-    lp.connect_tcp(addr, proto).add_callback(move |_| answer)
+            r
+        })
 }
 
 /// The first answer as `(backend index, answer)`; every failure is printed as

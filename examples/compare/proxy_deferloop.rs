@@ -5,27 +5,47 @@
 
 use deferloop::net::{Listener, Protocol, Transport};
 use deferloop::{EventLoop, Failure};
-use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::rc::Rc;
 
-/// The other side of the relay, once connected.
-type Other = Rc<RefCell<Option<Transport>>>;
-
-/// One side of a relay; both sides run this.
+/// One side of a relay; both sides run this. The client side knows the
+/// target and connects when the client arrives.
 struct Relay {
-    other: Other,
+    target: Option<SocketAddr>,
+    other: Option<Transport>,
 }
 
 impl Relay {
     fn other(&self, f: impl FnOnce(&Transport)) {
-        if let Some(t) = &*self.other.borrow() {
+        if let Some(t) = &self.other {
             f(t);
         }
     }
 }
 
 impl Protocol for Relay {
+    fn connection_made(&mut self, t: &Transport) {
+        t.set_read_while_write_paused(true); // we pause the other side instead
+        let (Some(target), Some(lp)) = (self.target, t.event_loop()) else {
+            return;
+        };
+        let conn = lp.connect_tcp(
+            target,
+            Relay {
+                target: None,
+                other: Some(t.clone()),
+            },
+        );
+        self.other = Some(conn.transport().clone()); // writable before it is up
+        let client = t.clone();
+        let _ = conn
+            .connected()
+            .add_both(move |r: Result<Transport, Failure>| {
+                if let Err(f) = r {
+                    client.abort_with(f);
+                }
+                Ok(())
+            });
+    }
     fn data_received(&mut self, _: &Transport, data: &[u8]) {
         self.other(|o| o.write(data));
     }
@@ -46,62 +66,14 @@ impl Protocol for Relay {
     }
 }
 
-/// The client side: connects to the target, reads nothing until it is up.
-struct Inbound {
-    target: SocketAddr,
-    relay: Relay,
-}
-
-impl Protocol for Inbound {
-    fn connection_made(&mut self, client: &Transport) {
-        client.pause_reading();
-        let back_to_client = Rc::new(RefCell::new(Some(client.clone())));
-        let relay = Relay {
-            other: back_to_client,
-        };
-        let (to_target, ok, failed) = (self.relay.other.clone(), client.clone(), client.clone());
-        let _ = client
-            .event_loop()
-            .connect_tcp(self.target, relay)
-            .add_callbacks(
-                move |target| {
-                    *to_target.borrow_mut() = Some(target);
-                    ok.resume_reading();
-                    Ok(())
-                },
-                move |f| {
-                    failed.abort_with(f);
-                    Ok(())
-                },
-            );
-    }
-    fn data_received(&mut self, t: &Transport, data: &[u8]) {
-        self.relay.data_received(t, data);
-    }
-    fn pause_writing(&mut self, t: &Transport) {
-        self.relay.pause_writing(t);
-    }
-    fn resume_writing(&mut self, t: &Transport) {
-        self.relay.resume_writing(t);
-    }
-    fn eof_received(&mut self, t: &Transport) -> bool {
-        self.relay.eof_received(t)
-    }
-    fn connection_lost(&mut self, t: &Transport, reason: Option<Failure>) {
-        self.relay.connection_lost(t, reason);
-    }
-}
-
 pub fn start(
     ev: &EventLoop,
     addr: SocketAddr,
     target: SocketAddr,
 ) -> Result<Listener, deferloop::Error> {
-    ev.listen_tcp(addr, move || Inbound {
-        target,
-        relay: Relay {
-            other: Rc::new(RefCell::new(None)),
-        },
+    ev.listen_tcp(addr, move || Relay {
+        target: Some(target),
+        other: None,
     })
 }
 

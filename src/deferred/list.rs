@@ -296,7 +296,7 @@ pub fn race<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<(usize, T)> {
 
 fn race_record<T: 'static>(state: &Rc<RefCell<Race<T>>>, i: usize, r: Result<T, Failure>) {
     let mut s = state.borrow_mut();
-    if !s.resolver.as_ref().is_some_and(|r| !r.is_called()) {
+    if s.resolver.as_ref().is_none_or(|r| r.is_called()) {
         return;
     }
     match r {

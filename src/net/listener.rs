@@ -7,32 +7,31 @@
 //! `ENOBUFS`, `ENOMEM`), the error goes to the exception handler and the
 //! listener stops accepting for [`ACCEPT_RETRY_DELAY`] (asyncio's 1 s), then
 //! tries again: no busy loop on a socket that stays readable, and no crash.
-//! Tests: tests/net_tcp_listen.rs, tests/net_accept_backoff.rs.
+//! Tests: tests/net_tcp_echo.rs, tests/net_accept_backoff.rs.
 
-use super::stream::{self, Sock};
+use super::conn::Conn;
+use super::io::{StreamIo, Tcp};
 use super::{Protocol, SockAddr};
-use crate::reactor::io::{IoKey, Kind, Owner, Registry};
-use crate::reactor::ExceptionContext;
-use crate::{succeed, Deferred, Failure, Handle, Loop};
+use crate::reactor::{ExceptionContext, PostAction, Ready, Source, SourceKey, WeakLoop};
+use crate::{succeed, Deferred, Error, Failure, Handle, Loop};
+use std::cell::RefCell;
 use std::fmt;
 use std::io;
+use std::os::unix::io::{AsRawFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::rc::{Rc, Weak};
 use std::time::Duration;
-
-#[cfg(unix)]
-use std::os::unix::io::AsRawFd;
 
 /// Connections accepted per dispatch, at most.
 pub const ACCEPT_BATCH: usize = 128;
 /// How long a listener waits after running out of file descriptors.
 pub const ACCEPT_RETRY_DELAY: Duration = Duration::from_secs(1);
 
-pub(crate) type Factory = Box<dyn FnMut() -> Box<dyn Protocol>>;
+pub(crate) type Factory = Box<dyn FnMut(&SockAddr) -> Box<dyn Protocol>>;
 
 pub(crate) enum ListenSock {
     Tcp(mio::net::TcpListener),
     /// The path is removed when the listener closes (asyncio 3.13's default).
-    #[cfg(unix)]
     Unix {
         sock: mio::net::UnixListener,
         _path: UnlinkOnDrop,
@@ -40,10 +39,8 @@ pub(crate) enum ListenSock {
 }
 
 /// A Unix socket path, removed from the file system on drop.
-#[cfg(unix)]
 pub(crate) struct UnlinkOnDrop(pub(crate) std::path::PathBuf);
 
-#[cfg(unix)]
 impl Drop for UnlinkOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
@@ -51,27 +48,26 @@ impl Drop for UnlinkOnDrop {
 }
 
 impl ListenSock {
-    fn accept(&self) -> io::Result<Sock> {
+    fn accept(&self) -> io::Result<(Box<dyn StreamIo>, SockAddr)> {
         match self {
-            ListenSock::Tcp(l) => l.accept().map(|(s, _)| {
+            ListenSock::Tcp(l) => l.accept().map(|(s, peer)| {
                 let _ = s.set_nodelay(true);
-                Sock::Tcp(s)
+                (Box::new(Tcp(s)) as Box<dyn StreamIo>, SockAddr::Inet(peer))
             }),
-            #[cfg(unix)]
-            ListenSock::Unix { sock, .. } => sock.accept().map(|(s, _)| Sock::Unix(s)),
+            ListenSock::Unix { sock, .. } => sock
+                .accept()
+                .map(|(s, peer)| (Box::new(s) as Box<dyn StreamIo>, SockAddr::from_unix(peer))),
         }
     }
 
     fn source(&mut self) -> &mut dyn mio::event::Source {
         match self {
             ListenSock::Tcp(l) => l,
-            #[cfg(unix)]
             ListenSock::Unix { sock, .. } => sock,
         }
     }
 
-    #[cfg(unix)]
-    fn fd(&self) -> std::os::unix::io::RawFd {
+    fn fd(&self) -> RawFd {
         match self {
             ListenSock::Tcp(l) => l.as_raw_fd(),
             ListenSock::Unix { sock, .. } => sock.as_raw_fd(),
@@ -79,11 +75,9 @@ impl ListenSock {
     }
 }
 
-/// What the registry keeps for a listening socket.
-pub(crate) struct ListenState {
-    sock: ListenSock,
-    /// `None` while a dispatch calls it.
-    factory: Option<Factory>,
+struct State {
+    /// `None` once stopped.
+    sock: Option<ListenSock>,
     ready: bool,
     /// Set while accepting is suspended after fd exhaustion.
     backoff: Option<Handle>,
@@ -91,21 +85,14 @@ pub(crate) struct ListenState {
     accepted: u64,
 }
 
-impl ListenState {
-    pub(crate) fn kind_name(&self) -> &'static str {
-        match self.sock {
-            ListenSock::Tcp(_) => "tcp listener",
-            #[cfg(unix)]
-            ListenSock::Unix { .. } => "unix listener",
-        }
-    }
-}
-
-fn state(io: &mut Registry, key: IoKey) -> Option<&mut ListenState> {
-    match &mut io.get_mut(key)?.kind {
-        Kind::Listen(l) => Some(l),
-        _ => None,
-    }
+/// A listening socket, as a source.
+pub(crate) struct ListenSource {
+    lp: WeakLoop,
+    key: SourceKey,
+    at: &'static Location<'static>,
+    st: RefCell<State>,
+    /// `None` while it is called.
+    factory: RefCell<Option<Factory>>,
 }
 
 /// Registers a bound listening socket.
@@ -115,56 +102,39 @@ pub(crate) fn listen(
     factory: Factory,
     local: SockAddr,
     at: &'static Location<'static>,
-) -> io::Result<Listener> {
-    let mut cx = lp.io_ctx();
-    let key = cx.io.vacant_key();
-    cx.poll
-        .registry()
-        .register(sock.source(), key.token(), mio::Interest::READABLE)?;
-    #[cfg(unix)]
-    cx.io.set_fd(sock.fd(), key, Owner::Transport);
-    let state = ListenState {
-        sock,
-        factory: Some(factory),
-        ready: false,
-        backoff: None,
-        retry_delay: ACCEPT_RETRY_DELAY,
-        accepted: 0,
-    };
-    cx.io.insert_at(key, Kind::Listen(state), at);
-    cx.io.get_mut(key).expect("just inserted").interest = Some(mio::Interest::READABLE);
+) -> Result<Listener, Error> {
+    let fd = sock.fd();
+    let mut made = None;
+    let key = lp.insert_source(at, |key, r| {
+        r.register(sock.source(), key.token(), mio::Interest::READABLE)?;
+        let src = Rc::new(ListenSource {
+            lp: lp.downgrade(),
+            key,
+            at,
+            st: RefCell::new(State {
+                sock: Some(sock),
+                ready: false,
+                backoff: None,
+                retry_delay: ACCEPT_RETRY_DELAY,
+                accepted: 0,
+            }),
+            factory: RefCell::new(Some(factory)),
+        });
+        made = Some(src.clone());
+        Ok(src as Rc<dyn Source>)
+    })?;
+    lp.claim_fd(fd, key);
     Ok(Listener {
-        lp: lp.clone(),
-        key,
+        src: Rc::downgrade(&made.expect("built")),
         local,
     })
 }
 
 /// Whether an accept error means "out of descriptors or memory": back off.
 fn is_exhaustion(e: &io::Error) -> bool {
-    #[cfg(unix)]
-    {
-        use libc_errno::{EMFILE, ENFILE, ENOBUFS, ENOMEM};
-        const EXHAUSTION: [i32; 4] = [EMFILE, ENFILE, ENOBUFS, ENOMEM];
-        e.raw_os_error().is_some_and(|n| EXHAUSTION.contains(&n))
-    }
-    #[cfg(not(unix))]
-    {
-        e.kind() == io::ErrorKind::OutOfMemory
-    }
-}
-
-/// The errno values involved (the same on Linux and the BSDs, but for
-/// `ENOBUFS`), without a libc dependency.
-#[cfg(unix)]
-mod libc_errno {
-    pub const ENOMEM: i32 = 12;
-    pub const ENFILE: i32 = 23;
-    pub const EMFILE: i32 = 24;
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    pub const ENOBUFS: i32 = 105;
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    pub const ENOBUFS: i32 = 55;
+    use libc::{EMFILE, ENFILE, ENOBUFS, ENOMEM};
+    e.raw_os_error()
+        .is_some_and(|n| [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(&n))
 }
 
 /// Errors that concern one incoming connection only: skip it, go on.
@@ -178,110 +148,118 @@ fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-/// Step 6 for a listener: accept a batch, start each connection.
-pub(crate) fn dispatch(lp: &Loop, key: IoKey) {
-    let factory = {
-        let mut cx = lp.io_ctx();
-        let Some(src) = cx.io.get_mut(key) else {
-            return;
+impl Source for ListenSource {
+    /// Accepts a batch and starts each connection.
+    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, ready: Ready) -> PostAction {
+        let go = {
+            let mut st = self.st.borrow_mut();
+            st.ready |= ready.contains(Ready::READABLE) || ready.contains(Ready::WOKEN);
+            st.ready && st.backoff.is_none() && st.sock.is_some()
         };
-        let readable = std::mem::take(&mut src.readable);
-        src.writable = false;
-        let Kind::Listen(l) = &mut src.kind else {
-            return;
-        };
-        l.ready |= readable;
-        if l.ready && l.backoff.is_none() {
-            l.factory.take()
+        let factory = if go {
+            self.factory.borrow_mut().take()
         } else {
             None
-        }
-    };
-    let Some(mut factory) = factory else {
-        if let Some(src) = lp.io_ctx().io.get_mut(key) {
-            src.queued = false;
-        }
-        return;
-    };
-    let at = lp
-        .io_ctx()
-        .io
-        .get(key)
-        .map_or(Location::caller(), |s| s.registered_at);
-    for _ in 0..ACCEPT_BATCH {
-        let r = {
-            let mut cx = lp.io_ctx();
-            let Some(l) = state(&mut cx.io, key) else {
-                break;
-            };
-            l.sock.accept()
         };
-        match r {
-            Ok(sock) => accept_one(lp, key, sock, &mut factory, at),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if let Some(l) = state(&mut lp.io_ctx().io, key) {
-                    l.ready = false;
+        let Some(mut factory) = factory else {
+            return PostAction::Continue;
+        };
+        let mut again = false;
+        for _ in 0..ACCEPT_BATCH {
+            let r = {
+                let st = self.st.borrow();
+                match &st.sock {
+                    Some(sock) => sock.accept(),
+                    None => break,
                 }
-                break;
+            };
+            match r {
+                Ok((io, peer)) => self.accept_one(lp, io, &peer, &mut factory),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.st.borrow_mut().ready = false;
+                    break;
+                }
+                Err(e) if is_transient(&e) => {}
+                Err(e) => {
+                    self.back_off(lp, e);
+                    break;
+                }
             }
-            Err(e) if is_transient(&e) => {}
-            Err(e) => {
-                back_off(lp, key, e, at);
-                break;
-            }
+            again = true;
+        }
+        // Put the factory back unless the listener stopped meanwhile (then
+        // drop it here, outside any borrow).
+        let st = self.st.borrow();
+        if st.sock.is_some() {
+            *self.factory.borrow_mut() = Some(factory);
+        } else {
+            drop(st);
+            drop(factory);
+            return PostAction::Continue;
+        }
+        if again && st.ready && st.backoff.is_none() {
+            PostAction::Again
+        } else {
+            PostAction::Continue
         }
     }
-    let mut cx = lp.io_ctx();
-    let Some(src) = cx.io.get_mut(key) else {
-        drop(cx);
-        drop(factory); // stopped from inside the factory: drop it outside any borrow
-        return;
-    };
-    src.queued = false;
-    if let Kind::Listen(l) = &mut src.kind {
-        l.factory = Some(factory);
-        if l.ready && l.backoff.is_none() {
-            lp.queue_dispatch(&mut cx.io, key);
+
+    fn name(&self) -> &'static str {
+        match self.st.borrow().sock {
+            Some(ListenSock::Tcp(_)) => "tcp listener",
+            Some(ListenSock::Unix { .. }) => "unix listener",
+            None => "listener (stopped)",
         }
+    }
+
+    fn interest(&self) -> (bool, bool) {
+        (true, false)
     }
 }
 
-fn accept_one(
-    lp: &Loop,
-    key: IoKey,
-    sock: Sock,
-    factory: &mut Factory,
-    at: &'static Location<'static>,
-) {
-    let conn = match stream::register(lp, sock, None, None, at) {
-        Ok(k) => k,
-        Err(e) => {
-            report(
+impl ListenSource {
+    fn accept_one(&self, lp: &Loop, io: Box<dyn StreamIo>, peer: &SockAddr, factory: &mut Factory) {
+        self.st.borrow_mut().accepted += 1;
+        let proto = match catch_unwind(AssertUnwindSafe(|| factory(peer))) {
+            Ok(p) => p,
+            Err(payload) => {
+                let f = Failure::from_panic(payload, self.at);
+                return report(lp, "Exception in protocol factory", f, self.at);
+            }
+        };
+        match Conn::open(lp, io, proto, None, self.at) {
+            Ok(conn) => conn.start(lp),
+            Err(e) => report(
                 lp,
                 "registering an accepted connection failed",
-                e.into(),
-                at,
-            );
-            return;
+                Failure::new(e),
+                self.at,
+            ),
         }
-    };
-    if let Some(l) = state(&mut lp.io_ctx().io, key) {
-        l.accepted += 1;
     }
-    match catch_unwind(AssertUnwindSafe(&mut *factory)) {
-        Ok(proto) => {
-            stream::start(lp, conn, proto);
-        }
-        Err(payload) => {
-            let garbage = stream::discard(lp, conn);
-            drop(garbage);
-            report(
-                lp,
-                "Exception in protocol factory",
-                Failure::from_panic(payload, at),
-                at,
-            );
-        }
+
+    /// Accepting failed for a reason that is not about one connection: report
+    /// it, and suspend accepting for the retry delay (fd or memory exhaustion
+    /// clears up as connections close; anything else would otherwise spin).
+    fn back_off(self: &Rc<Self>, lp: &Loop, e: io::Error) {
+        let delay = self.st.borrow().retry_delay;
+        let message = if is_exhaustion(&e) {
+            "accept failed (out of file descriptors or memory); accepting again after the retry delay"
+        } else {
+            "accept failed; accepting again after the retry delay"
+        };
+        report(lp, message, Failure::new(e), self.at);
+        let weak = Rc::downgrade(self);
+        let timer = lp.call_later(delay, move |lp| {
+            if let Some(src) = weak.upgrade() {
+                let mut st = src.st.borrow_mut();
+                st.backoff = None;
+                st.ready = true; // edge-triggered: connections may be waiting already
+                drop(st);
+                lp.wake_source(src.key, Ready::EMPTY);
+            }
+        });
+        self.st.borrow_mut().backoff = timer.ok();
     }
 }
 
@@ -293,30 +271,6 @@ fn report(lp: &Loop, message: &str, failure: Failure, at: &'static Location<'sta
     });
 }
 
-/// Accepting failed for a reason that is not about one connection: report it,
-/// and suspend accepting for the retry delay (fd or memory exhaustion clears
-/// up as connections close; anything else would otherwise spin).
-fn back_off(lp: &Loop, key: IoKey, e: io::Error, at: &'static Location<'static>) {
-    let delay = state(&mut lp.io_ctx().io, key).map_or(ACCEPT_RETRY_DELAY, |l| l.retry_delay);
-    let message = if is_exhaustion(&e) {
-        "accept failed (out of file descriptors or memory); accepting again after the retry delay"
-    } else {
-        "accept failed; accepting again after the retry delay"
-    };
-    report(lp, message, Failure::new(e), at);
-    let timer = lp.call_later(delay, move |lp| {
-        let mut cx = lp.io_ctx();
-        if let Some(l) = state(&mut cx.io, key) {
-            l.backoff = None;
-            l.ready = true; // edge-triggered: connections may be waiting already
-            lp.queue_dispatch(&mut cx.io, key);
-        }
-    });
-    if let (Ok(h), Some(l)) = (timer, state(&mut lp.io_ctx().io, key)) {
-        l.backoff = Some(h);
-    }
-}
-
 /// A listening socket: Twisted's `IListeningPort`, asyncio's `Server`.
 ///
 /// It keeps listening until [`stop_listening`](Self::stop_listening) or until
@@ -324,8 +278,7 @@ fn back_off(lp: &Loop, key: IoKey, e: io::Error, at: &'static Location<'static>)
 /// does not cancel its call).
 #[derive(Clone)]
 pub struct Listener {
-    lp: Loop,
-    key: IoKey,
+    src: Weak<ListenSource>,
     local: SockAddr,
 }
 
@@ -335,66 +288,65 @@ impl Listener {
         &self.local
     }
 
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> Option<R> {
+        let src = self.src.upgrade()?;
+        let mut st = src.st.borrow_mut();
+        st.sock.as_ref()?;
+        Some(f(&mut st))
+    }
+
     /// Stops accepting and closes the socket now (a Unix socket's path is
     /// removed); connections already accepted are not touched. The returned
     /// Deferred has fired by the time this returns. Idempotent.
     #[track_caller]
     pub fn stop_listening(&self) -> Deferred<()> {
-        let garbage = {
-            let mut cx = self.lp.io_ctx();
-            match state(&mut cx.io, self.key) {
-                Some(l) => {
-                    let _ = cx.poll.registry().deregister(l.sock.source());
-                    #[cfg(unix)]
-                    {
-                        let fd = l.sock.fd();
-                        cx.io.clear_fd_for(fd, self.key);
-                    }
-                    cx.io.remove(self.key)
-                }
-                None => None,
-            }
-        };
-        if let Some(crate::reactor::io::Source {
-            kind: Kind::Listen(l),
-            ..
-        }) = &garbage
-        {
-            if let Some(h) = &l.backoff {
+        if let Some(src) = self.src.upgrade() {
+            let (sock, backoff) = {
+                let mut st = src.st.borrow_mut();
+                (st.sock.take(), st.backoff.take())
+            };
+            if let Some(h) = backoff {
                 h.cancel();
             }
+            if let Some(mut sock) = sock {
+                if let Some(lp) = src.lp.upgrade() {
+                    lp.with_selector(|r| {
+                        let _ = r.deregister(sock.source());
+                    });
+                    let garbage = lp.remove_source(src.key);
+                    drop(garbage);
+                }
+                drop(sock);
+            }
         }
-        drop(garbage);
         succeed(())
     }
 
     /// The listening socket's file descriptor while it is open.
-    #[cfg(unix)]
-    pub fn raw_fd(&self) -> Option<std::os::unix::io::RawFd> {
-        state(&mut self.lp.io_ctx().io, self.key).map(|l| l.sock.fd())
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        self.with(|st| st.sock.as_ref().map(ListenSock::fd))
+            .flatten()
     }
 
     /// Whether the listener is still accepting (or backing off).
     pub fn is_listening(&self) -> bool {
-        state(&mut self.lp.io_ctx().io, self.key).is_some()
+        self.with(|_| ()).is_some()
     }
 
     /// Whether accepting is suspended after an fd-exhaustion error.
     pub fn is_backing_off(&self) -> bool {
-        state(&mut self.lp.io_ctx().io, self.key).is_some_and(|l| l.backoff.is_some())
+        self.with(|st| st.backoff.is_some()).unwrap_or(false)
     }
 
     /// Sets how long to wait after an accept error before accepting again
     /// (default [`ACCEPT_RETRY_DELAY`], 1 s).
     pub fn set_accept_retry_delay(&self, delay: Duration) {
-        if let Some(l) = state(&mut self.lp.io_ctx().io, self.key) {
-            l.retry_delay = delay;
-        }
+        self.with(|st| st.retry_delay = delay);
     }
 
     /// Connections accepted so far.
     pub fn accepted(&self) -> u64 {
-        state(&mut self.lp.io_ctx().io, self.key).map_or(0, |l| l.accepted)
+        self.src.upgrade().map_or(0, |s| s.st.borrow().accepted)
     }
 }
 

@@ -6,6 +6,7 @@
 
 use super::{DatagramTransport, Transport};
 use crate::Failure;
+use std::any::Any;
 use std::io;
 use std::net::SocketAddr;
 
@@ -30,7 +31,7 @@ use std::net::SocketAddr;
 /// - A panic in a method is caught: the connection is aborted with the panic as
 ///   the reason given to `connection_lost`, the loop's exception handler is told,
 ///   and every other connection goes on.
-pub trait Protocol: 'static {
+pub trait Protocol: Any {
     /// The connection is up; `transport` can be stored (it is a cheap handle).
     fn connection_made(&mut self, transport: &Transport) {
         let _ = transport;
@@ -70,7 +71,7 @@ pub trait Protocol: 'static {
 /// The same guarantees as [`Protocol`]: the loop owns it, calls it with the
 /// transport, never from inside a transport method, and contains its panics
 /// (the socket is then closed with the panic as `connection_lost`'s reason).
-pub trait DatagramProtocol: 'static {
+pub trait DatagramProtocol: Any {
     /// The socket is ready.
     fn connection_made(&mut self, transport: &DatagramTransport) {
         let _ = transport;

@@ -1,19 +1,21 @@
 //! TCP: the `Loop` methods that listen and connect. The connections themselves
-//! are `stream.rs`, the accept loop `listener.rs`.
+//! are `conn.rs`, the accept loop `listener.rs`.
 //! Tests: tests/net_tcp_*.rs.
 
+use super::conn::connect;
+use super::connection::{Connection, ProtocolFactory};
+use super::io::{StreamIo, Tcp};
 use super::listener::{self, ListenSock, Listener};
-use super::stream::{self, Sock};
-use super::{Protocol, SockAddr, Transport};
-use crate::{fail, Deferred, Error, Loop};
-use std::io;
+use super::{Protocol, SockAddr};
+use crate::{Error, Loop};
 use std::net::SocketAddr;
 use std::panic::Location;
 
 impl Loop {
     /// Listens on `addr` (IPv4 or IPv6; port 0 picks a free port, see
     /// [`Listener::local_addr`]); each accepted connection gets a protocol
-    /// from `factory` and `TCP_NODELAY`.
+    /// from `factory` and `TCP_NODELAY`. The factory is `|| P` or, to learn
+    /// the peer's address, `|peer: &SockAddr| P` (see [`ProtocolFactory`]).
     ///
     /// # Errors
     /// [`Error::Closed`], or [`Error::Io`] from `bind`/`listen` (for example
@@ -37,10 +39,10 @@ impl Loop {
     /// # Ok::<(), deferloop::Error>(())
     /// ```
     #[track_caller]
-    pub fn listen_tcp<P: Protocol>(
+    pub fn listen_tcp<P: Protocol, A>(
         &self,
         addr: SocketAddr,
-        mut factory: impl FnMut() -> P + 'static,
+        mut factory: impl ProtocolFactory<P, A>,
     ) -> Result<Listener, Error> {
         let at = Location::caller();
         if self.is_closed() {
@@ -48,23 +50,20 @@ impl Loop {
         }
         let sock = mio::net::TcpListener::bind(addr)?;
         let local = SockAddr::Inet(sock.local_addr()?);
-        let factory: listener::Factory = Box::new(move || Box::new(factory()));
-        Ok(listener::listen(
-            self,
-            ListenSock::Tcp(sock),
-            factory,
-            local,
-            at,
-        )?)
+        let factory: listener::Factory = Box::new(move |peer| Box::new(factory.build(peer)));
+        listener::listen(self, ListenSock::Tcp(sock), factory, local, at)
     }
 
-    /// Connects to `addr`; the Deferred fires with the transport once the
-    /// connection is up and `protocol.connection_made` has run, or fails with
-    /// the `io::Error` (e.g. `ConnectionRefused`, its message naming `addr`).
-    /// Cancelling the Deferred abandons the attempt (the protocol is dropped
-    /// without being called). For a time limit use
-    /// [`add_timeout`](Deferred::add_timeout), which fails it with
-    /// [`TimedOut`](crate::deferred::TimedOut):
+    /// Connects to `addr`. Returns at once a [`Connection`]: its transport
+    /// can be written to now (the bytes are sent once the connection is up),
+    /// its [`ProtocolRef`](super::ProtocolRef) reaches `protocol`, and its
+    /// [`connected`](Connection::connected) Deferred fires with the transport
+    /// once the connection is up and `protocol.connection_made` has run, or
+    /// fails with the `io::Error` (e.g. `ConnectionRefused`, its message
+    /// naming `addr`) — then no protocol method is ever called. Cancelling
+    /// that Deferred, or aborting the transport, abandons the attempt. For a
+    /// time limit use [`add_timeout`](crate::Deferred::add_timeout), which
+    /// cancels it:
     ///
     /// ```no_run
     /// # use deferloop::{EventLoop, net::{Protocol, Transport}};
@@ -73,17 +72,13 @@ impl Loop {
     /// # let ev = EventLoop::new()?;
     /// let d = ev
     ///     .connect_tcp("127.0.0.1:7".parse().unwrap(), P)
+    ///     .connected()
     ///     .add_timeout(Duration::from_secs(5), &ev.handle());
     /// # Ok::<(), deferloop::Error>(())
     /// ```
     #[track_caller]
-    pub fn connect_tcp<P: Protocol>(&self, addr: SocketAddr, protocol: P) -> Deferred<Transport> {
-        if self.is_closed() {
-            return fail(Error::Closed);
-        }
-        match mio::net::TcpStream::connect(addr) {
-            Ok(sock) => stream::connect(self, Sock::Tcp(sock), addr.into(), Box::new(protocol)),
-            Err(e) => fail(io::Error::new(e.kind(), format!("connect to {addr}: {e}"))),
-        }
+    pub fn connect_tcp<P: Protocol>(&self, addr: SocketAddr, protocol: P) -> Connection<P> {
+        let io = mio::net::TcpStream::connect(addr).map(|s| Box::new(Tcp(s)) as Box<dyn StreamIo>);
+        connect(self, io, addr.into(), protocol, Location::caller())
     }
 }

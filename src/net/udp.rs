@@ -1,44 +1,34 @@
-//! UDP: the state the registry keeps for a datagram socket, its dispatch, and
-//! the [`DatagramTransport`] handle. Owns `DgramState`, `DatagramTransport`.
+//! UDP: the datagram socket as a source, its dispatch, and the
+//! [`DatagramTransport`] handle. Owns `Dgram`, `DatagramTransport`.
 //!
 //! Like streams, a socket is registered once (read + write, edge-triggered).
 //! A send is tried at once when nothing is queued; a datagram the socket
 //! refuses with `WouldBlock` is queued whole (one allocation) and the queue's
 //! byte count drives the same flow control as a stream's write buffer. Send and
 //! receive errors go to `error_received` (delivered by the loop, never from
-//! inside `send_to`); they do not close the socket.
-//! Tests: tests/net_udp.rs.
+//! inside `send_to`); they do not close the socket. The phases, the contained
+//! protocol calls and `connection_lost` follow the same rules as streams
+//! (`core.rs`). Tests: tests/net_udp.rs.
 
 use super::buffer::Flow;
-use super::stream::READ_BUDGET;
-use super::DatagramProtocol;
-use crate::reactor::io::{IoCtx, IoKey, Kind, Owner, Registry};
+use super::core::{self, handle_identity, Phase};
+use super::{DatagramProtocol, READ_BUDGET};
+use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{Error, Failure, Loop};
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::panic::Location;
-
-#[cfg(unix)]
 use std::os::unix::io::AsRawFd;
+use std::panic::Location;
+use std::rc::{Rc, Weak};
 
 /// Datagrams received from one socket in one dispatch, at most.
 pub const DATAGRAMS_PER_DISPATCH: usize = 64;
 
-enum Phase {
-    Open,
-    /// `close()`: flush the queue, then close.
-    Closing,
-    /// Closed; `connection_lost(reason)` owed.
-    Closed(Option<Failure>),
-    Lost,
-}
-
-/// What the registry keeps for a UDP socket.
-pub(crate) struct DgramState {
+struct State {
     sock: Option<mio::net::UdpSocket>,
-    proto: Option<Box<dyn DatagramProtocol>>,
     phase: Phase,
     /// Datagrams the socket refused for now, with their destination
     /// (`None`: the connected peer).
@@ -48,82 +38,75 @@ pub(crate) struct DgramState {
     read_ready: bool,
     write_ready: bool,
     /// Errors from sends made outside the loop's dispatch, for `error_received`.
-    errors: Vec<io::Error>,
+    errors: VecDeque<io::Error>,
     /// `connection_made` still to be delivered (the first dispatch does it).
     greet: bool,
     dropped: u64,
 }
 
-impl DgramState {
-    fn is_open(&self) -> bool {
-        matches!(self.phase, Phase::Open | Phase::Closing)
-    }
-
+impl State {
     fn wants_dispatch(&self) -> bool {
         self.greet
             || matches!(self.phase, Phase::Closed(_))
             || !self.errors.is_empty()
-            || (self.is_open() && self.flow.has_note())
+            || (self.phase.is_open() && self.flow.has_note())
             || (matches!(self.phase, Phase::Open) && self.read_ready)
             || (self.write_ready && !self.queue.is_empty())
     }
-
-    /// Takes what `Loop::close` must finish: the protocol and the owed reason.
-    pub(crate) fn take_for_close(
-        &mut self,
-    ) -> Option<(Box<dyn DatagramProtocol>, bool, Option<Failure>)> {
-        let reason = match std::mem::replace(&mut self.phase, Phase::Lost) {
-            Phase::Lost => return None,
-            Phase::Closed(reason) => reason,
-            _ => Some(Failure::new(Error::Closed)),
-        };
-        let greet = std::mem::take(&mut self.greet);
-        self.proto.take().map(|p| (p, greet, reason))
-    }
 }
 
-fn state(io: &mut Registry, key: IoKey) -> Option<&mut DgramState> {
-    match &mut io.get_mut(key)?.kind {
-        Kind::Datagram(d) => Some(d),
-        _ => None,
-    }
+/// A UDP socket, as a source.
+pub(crate) struct Dgram {
+    lp: WeakLoop,
+    key: SourceKey,
+    at: &'static Location<'static>,
+    st: RefCell<State>,
+    proto: RefCell<Option<Box<dyn DatagramProtocol>>>,
+    dispatching: Cell<bool>,
 }
 
 /// Registers a bound (and maybe connected) UDP socket; `connection_made`
 /// follows in the next step 6.
-pub(crate) fn open(
+fn open(
     lp: &Loop,
     mut sock: mio::net::UdpSocket,
     proto: Box<dyn DatagramProtocol>,
     at: &'static Location<'static>,
-) -> io::Result<DatagramTransport> {
-    let mut cx = lp.io_ctx();
-    let key = cx.io.vacant_key();
-    let interest = mio::Interest::READABLE | mio::Interest::WRITABLE;
-    cx.poll
-        .registry()
-        .register(&mut sock, key.token(), interest)?;
-    #[cfg(unix)]
-    cx.io.set_fd(sock.as_raw_fd(), key, Owner::Transport);
-    let state = DgramState {
-        sock: Some(sock),
-        proto: Some(proto),
-        phase: Phase::Open,
-        queue: VecDeque::new(),
-        queued_bytes: 0,
-        flow: Flow::default(),
-        read_ready: false,
-        write_ready: false,
-        errors: Vec::new(),
-        greet: true,
-        dropped: 0,
-    };
-    cx.io.insert_at(key, Kind::Datagram(state), at);
-    cx.io.get_mut(key).expect("just inserted").interest = Some(interest);
-    lp.queue_dispatch(&mut cx.io, key);
+) -> Result<DatagramTransport, Error> {
+    let fd = sock.as_raw_fd();
+    let mut made = None;
+    let key = lp.insert_source(at, |key, r| {
+        r.register(
+            &mut sock,
+            key.token(),
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        )?;
+        let d = Rc::new(Dgram {
+            lp: lp.downgrade(),
+            key,
+            at,
+            st: RefCell::new(State {
+                sock: Some(sock),
+                phase: Phase::Open,
+                queue: VecDeque::new(),
+                queued_bytes: 0,
+                flow: Flow::default(),
+                read_ready: false,
+                write_ready: false,
+                errors: VecDeque::new(),
+                greet: true,
+                dropped: 0,
+            }),
+            proto: RefCell::new(Some(proto)),
+            dispatching: Cell::new(false),
+        });
+        made = Some(d.clone());
+        Ok(d as Rc<dyn Source>)
+    })?;
+    lp.claim_fd(fd, key);
+    lp.wake_source(key, Ready::EMPTY);
     Ok(DatagramTransport {
-        lp: lp.clone(),
-        key,
+        conn: Rc::downgrade(&made.expect("built")),
     })
 }
 
@@ -140,237 +123,267 @@ fn send_one(sock: &mio::net::UdpSocket, data: &[u8], to: Option<SocketAddr>) -> 
     }
 }
 
-fn close_now(lp: &Loop, cx: &mut IoCtx<'_>, key: IoKey, reason: Option<Failure>) {
-    let Some(d) = state(&mut cx.io, key) else {
-        return;
-    };
-    if matches!(d.phase, Phase::Closed(_) | Phase::Lost) {
-        return;
+impl Dgram {
+    fn wake(&self, lp: &Loop) {
+        if !self.dispatching.get() {
+            lp.wake_source(self.key, Ready::EMPTY);
+        }
     }
-    d.phase = Phase::Closed(reason);
-    d.queue = VecDeque::new();
-    d.queued_bytes = 0;
-    d.flow.recheck(0);
-    if let Some(mut sock) = d.sock.take() {
-        let _ = cx.poll.registry().deregister(&mut sock);
-        #[cfg(unix)]
-        cx.io.clear_fd_for(sock.as_raw_fd(), key);
-    }
-    lp.queue_dispatch(&mut cx.io, key);
-}
 
-/// Calls one protocol method, containing a panic (reported; the socket is
-/// then closed with it).
-fn call(
-    t: &DatagramTransport,
-    proto: &mut Box<dyn DatagramProtocol>,
-    f: impl FnOnce(&mut dyn DatagramProtocol),
-) -> bool {
-    let message = "Exception in datagram protocol callback";
-    let Some(failure) = super::contain(&t.lp, t.key, message, || f(&mut **proto)) else {
-        return true;
-    };
-    close_now(&t.lp, &mut t.lp.io_ctx(), t.key, Some(failure));
-    false
-}
-
-/// Step 6 for a UDP socket.
-pub(crate) fn dispatch(lp: &Loop, key: IoKey) {
-    let t = DatagramTransport {
-        lp: lp.clone(),
-        key,
-    };
-    let proto = {
-        let mut cx = lp.io_ctx();
-        let Some(src) = cx.io.get_mut(key) else {
+    fn close_now(&self, lp: &Loop, st: &mut State, reason: Option<Failure>) {
+        if matches!(st.phase, Phase::Closed(_) | Phase::Lost) {
             return;
-        };
-        let r = std::mem::take(&mut src.readable);
-        let w = std::mem::take(&mut src.writable);
-        let Kind::Datagram(d) = &mut src.kind else {
+        }
+        st.phase = Phase::Closed(reason);
+        st.queue = VecDeque::new();
+        st.queued_bytes = 0;
+        st.flow.recheck(0);
+        if let Some(mut sock) = st.sock.take() {
+            lp.with_selector(|r| {
+                let _ = r.deregister(&mut sock);
+            });
+            lp.release_fd(sock.as_raw_fd(), self.key);
+        }
+        self.wake(lp);
+    }
+
+    /// Calls one protocol method, containing a panic (reported; the socket is
+    /// then closed with it). Returns whether the call returned.
+    fn call(
+        &self,
+        lp: &Loop,
+        proto: &mut Box<dyn DatagramProtocol>,
+        f: impl FnOnce(&mut dyn DatagramProtocol),
+    ) -> bool {
+        let message = "Exception in datagram protocol callback";
+        match core::contain(lp, self.at, message, || f(&mut **proto)) {
+            None => true,
+            Some(failure) => {
+                self.close_now(lp, &mut self.st.borrow_mut(), Some(failure));
+                false
+            }
+        }
+    }
+
+    fn flush(&self, lp: &Loop) {
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        if !st.write_ready {
             return;
-        };
-        d.read_ready |= r;
-        d.write_ready |= w;
-        d.proto.take()
-    };
-    let Some(mut proto) = proto else {
-        return;
-    };
-    let greet = state(&mut lp.io_ctx().io, key).is_some_and(|d| std::mem::take(&mut d.greet));
-    let mut ok = !greet || call(&t, &mut proto, |p| p.connection_made(&t));
-    if ok {
-        flush(lp, key);
-        ok = errors(&t, &mut proto) && notes(&t, &mut proto) && read(&t, &mut proto);
-    }
-    if ok {
-        let _ = errors(&t, &mut proto) && notes(&t, &mut proto);
-    }
-    finish(&t, proto);
-}
-
-fn flush(lp: &Loop, key: IoKey) {
-    let mut cx = lp.io_ctx();
-    let Some(d) = state(&mut cx.io, key) else {
-        return;
-    };
-    if !d.write_ready {
-        return;
-    }
-    let Some(sock) = d.sock.as_ref() else {
-        return;
-    };
-    while let Some((data, to)) = d.queue.front() {
-        match send_one(sock, data, *to) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                d.write_ready = false;
-                break;
-            }
-            Err(e) => d.errors.push(e),
-            Ok(_) => {}
         }
-        let (data, _) = d.queue.pop_front().expect("front exists");
-        d.queued_bytes -= data.len();
-        d.flow.recheck(d.queued_bytes);
-    }
-    if d.queue.is_empty() && matches!(d.phase, Phase::Closing) {
-        close_now(lp, &mut cx, key, None);
-    }
-}
-
-fn errors(t: &DatagramTransport, proto: &mut Box<dyn DatagramProtocol>) -> bool {
-    loop {
-        let e = {
-            let mut cx = t.lp.io_ctx();
-            match state(&mut cx.io, t.key) {
-                Some(d) if d.is_open() && !d.errors.is_empty() => d.errors.remove(0),
-                _ => return true,
-            }
-        };
-        if !call(t, proto, |p| p.error_received(t, e)) {
-            return false;
-        }
-    }
-}
-
-fn notes(t: &DatagramTransport, proto: &mut Box<dyn DatagramProtocol>) -> bool {
-    loop {
-        let note = {
-            let mut cx = t.lp.io_ctx();
-            match state(&mut cx.io, t.key) {
-                Some(d) if d.is_open() => d.flow.take_note(),
-                _ => None,
-            }
-        };
-        let ok = match note {
-            Some(true) => call(t, proto, |p| p.pause_writing(t)),
-            Some(false) => call(t, proto, |p| p.resume_writing(t)),
-            None => return true,
-        };
-        if !ok {
-            return false;
-        }
-    }
-}
-
-fn read(t: &DatagramTransport, proto: &mut Box<dyn DatagramProtocol>) -> bool {
-    let lp = &t.lp;
-    let mut buf = lp.take_read_buf();
-    let mut budget = READ_BUDGET;
-    let mut ok = true;
-    for _ in 0..DATAGRAMS_PER_DISPATCH {
-        let r = {
-            let mut cx = lp.io_ctx();
-            let Some(d) = state(&mut cx.io, t.key) else {
-                break;
-            };
-            if !matches!(d.phase, Phase::Open) || !d.read_ready {
-                break;
-            }
-            let sock = d.sock.as_ref().expect("an open socket");
-            match sock.recv_from(&mut buf) {
+        let Some(sock) = st.sock.as_ref() else { return };
+        while let Some((data, to)) = st.queue.front() {
+            match send_one(sock, data, *to) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    d.read_ready = false;
+                    st.write_ready = false;
                     break;
                 }
-                r => r,
+                Err(e) => st.errors.push_back(e),
+                Ok(_) => {}
             }
-        };
-        ok = match r {
-            Ok((n, from)) => {
-                budget = budget.saturating_sub(n.max(1));
-                call(t, proto, |p| p.datagram_received(t, &buf[..n], from))
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
-            Err(e) => call(t, proto, |p| p.error_received(t, e)),
-        };
-        if !ok || budget == 0 {
-            break;
+            let (data, _) = st.queue.pop_front().expect("front exists");
+            st.queued_bytes -= data.len();
+            st.flow.recheck(st.queued_bytes);
+        }
+        if st.queue.is_empty() && matches!(st.phase, Phase::Closing(_)) {
+            self.close_now(lp, st, None);
         }
     }
-    lp.put_read_buf(buf);
-    ok
-}
 
-fn finish(t: &DatagramTransport, mut proto: Box<dyn DatagramProtocol>) {
-    let lp = &t.lp;
-    let reason = {
-        let mut cx = lp.io_ctx();
-        let Some(src) = cx.io.get_mut(t.key) else {
-            return;
-        };
-        let Kind::Datagram(d) = &mut src.kind else {
-            return;
-        };
-        match std::mem::replace(&mut d.phase, Phase::Lost) {
-            Phase::Closed(reason) => reason,
-            phase => {
-                d.phase = phase;
-                d.proto = Some(proto);
-                let again = d.wants_dispatch();
-                src.queued = false;
-                if again {
-                    lp.queue_dispatch(&mut cx.io, t.key);
+    /// Delivers queued errors and flow-control notes; false if a call panicked.
+    fn tell(
+        &self,
+        lp: &Loop,
+        t: &DatagramTransport,
+        proto: &mut Box<dyn DatagramProtocol>,
+    ) -> bool {
+        loop {
+            let (error, note) = {
+                let mut st = self.st.borrow_mut();
+                if !st.phase.is_open() {
+                    return true;
                 }
-                return;
+                match st.errors.pop_front() {
+                    Some(e) => (Some(e), None),
+                    None => (None, st.flow.take_note()),
+                }
+            };
+            let ok = match (error, note) {
+                (Some(e), _) => self.call(lp, proto, |p| p.error_received(t, e)),
+                (None, Some(true)) => self.call(lp, proto, |p| p.pause_writing(t)),
+                (None, Some(false)) => self.call(lp, proto, |p| p.resume_writing(t)),
+                (None, None) => return true,
+            };
+            if !ok {
+                return false;
             }
         }
-    };
-    deliver_lost(t, &mut proto, reason);
-    let garbage = lp.io_ctx().io.remove(t.key);
-    drop((garbage, proto));
+    }
+
+    /// Receives up to [`DATAGRAMS_PER_DISPATCH`] datagrams or [`READ_BUDGET`]
+    /// bytes; returns whether the budget ran out with the socket still readable.
+    fn read(
+        &self,
+        lp: &Loop,
+        t: &DatagramTransport,
+        proto: &mut Box<dyn DatagramProtocol>,
+    ) -> bool {
+        let mut buf = core::take_read_buf();
+        let mut budget = READ_BUDGET;
+        let mut spent = true;
+        for _ in 0..DATAGRAMS_PER_DISPATCH {
+            let r = {
+                let mut st = self.st.borrow_mut();
+                if !matches!(st.phase, Phase::Open) || !st.read_ready {
+                    spent = false;
+                    break;
+                }
+                let sock = st.sock.as_ref().expect("an open socket");
+                match sock.recv_from(&mut buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        st.read_ready = false;
+                        spent = false;
+                        break;
+                    }
+                    r => r,
+                }
+            };
+            let ok = match r {
+                Ok((n, from)) => {
+                    budget = budget.saturating_sub(n.max(1));
+                    self.call(lp, proto, |p| p.datagram_received(t, &buf[..n], from))
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+                Err(e) => self.call(lp, proto, |p| p.error_received(t, e)),
+            };
+            if !ok {
+                spent = false;
+                break;
+            }
+            if budget == 0 {
+                break;
+            }
+        }
+        core::put_read_buf(buf);
+        spent
+    }
+
+    fn lost(
+        &self,
+        lp: &Loop,
+        t: &DatagramTransport,
+        proto: &mut Box<dyn DatagramProtocol>,
+        reason: Option<Failure>,
+    ) {
+        let message = "Exception in datagram protocol callback (connection_lost)";
+        let _ = core::contain(lp, self.at, message, || proto.connection_lost(t, reason));
+    }
 }
 
-/// Calls `connection_lost`, containing (and reporting) a panic.
-pub(crate) fn deliver_lost(
-    t: &DatagramTransport,
-    proto: &mut Box<dyn DatagramProtocol>,
-    reason: Option<Failure>,
-) {
-    let message = "Exception in datagram protocol callback (connection_lost)";
-    let _ = super::contain(&t.lp, t.key, message, || proto.connection_lost(t, reason));
+impl Source for Dgram {
+    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, ready: Ready) -> PostAction {
+        let greet = {
+            let mut st = self.st.borrow_mut();
+            st.read_ready |= ready.contains(Ready::READABLE);
+            st.write_ready |= ready.contains(Ready::WRITABLE);
+            std::mem::take(&mut st.greet)
+        };
+        let Some(mut proto) = self.proto.borrow_mut().take() else {
+            return PostAction::Continue;
+        };
+        self.dispatching.set(true);
+        let t = DatagramTransport {
+            conn: Rc::downgrade(&self),
+        };
+        let mut again = false;
+        if !greet || self.call(lp, &mut proto, |p| p.connection_made(&t)) {
+            self.flush(lp);
+            if self.tell(lp, &t, &mut proto) {
+                again = self.read(lp, &t, &mut proto);
+                self.tell(lp, &t, &mut proto);
+            }
+        }
+        self.dispatching.set(false);
+        let reason = {
+            let mut st = self.st.borrow_mut();
+            match std::mem::replace(&mut st.phase, Phase::Lost) {
+                Phase::Closed(reason) => reason,
+                phase => {
+                    st.phase = phase;
+                    let wants = st.wants_dispatch();
+                    drop(st);
+                    *self.proto.borrow_mut() = Some(proto);
+                    return if again || wants {
+                        PostAction::Again
+                    } else {
+                        PostAction::Continue
+                    };
+                }
+            }
+        };
+        self.lost(lp, &t, &mut proto, reason);
+        let garbage = lp.remove_source(self.key);
+        drop((garbage, proto));
+        PostAction::Continue
+    }
+
+    fn close(self: Rc<Self>, lp: &Loop) {
+        let (reason, greet) = {
+            let mut st = self.st.borrow_mut();
+            st.sock = None;
+            let reason = match std::mem::replace(&mut st.phase, Phase::Lost) {
+                Phase::Lost => return,
+                Phase::Closed(reason) => reason,
+                _ => Some(Failure::new(Error::Closed)),
+            };
+            (reason, std::mem::take(&mut st.greet))
+        };
+        let Some(mut proto) = self.proto.borrow_mut().take() else {
+            return;
+        };
+        let t = DatagramTransport {
+            conn: Rc::downgrade(&self),
+        };
+        if greet {
+            let message = "Exception in datagram protocol callback";
+            let _ = core::contain(lp, self.at, message, || proto.connection_made(&t));
+        }
+        self.lost(lp, &t, &mut proto, reason);
+    }
+
+    fn name(&self) -> &'static str {
+        "udp"
+    }
 }
 
 /// A UDP socket, as its protocol and the user see it: a cheap handle
-/// (`Clone`; equal handles name the same socket).
+/// (`Clone`; equal handles name the same socket). It keeps neither the socket
+/// nor the loop alive.
 ///
 /// As with [`Transport`](super::Transport), methods change state at once and
 /// the protocol hears the consequences from the loop; on a closed socket every
 /// method does nothing.
 #[derive(Clone)]
 pub struct DatagramTransport {
-    pub(crate) lp: Loop,
-    pub(crate) key: IoKey,
+    conn: Weak<Dgram>,
 }
 
 impl DatagramTransport {
-    fn with<R>(&self, f: impl FnOnce(&mut DgramState) -> R) -> Option<R> {
-        state(&mut self.lp.io_ctx().io, self.key).map(f)
+    fn live(&self) -> Option<(Rc<Dgram>, Loop)> {
+        let d = self.conn.upgrade()?;
+        let lp = d.lp.upgrade()?;
+        Some((d, lp))
     }
 
-    /// The loop this socket belongs to.
-    pub fn event_loop(&self) -> &Loop {
-        &self.lp
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> Option<R> {
+        let d = self.conn.upgrade()?;
+        let mut st = d.st.borrow_mut();
+        Some(f(&mut st))
+    }
+
+    /// The loop this socket belongs to; `None` once the socket is gone.
+    pub fn event_loop(&self) -> Option<Loop> {
+        self.live().map(|(_, lp)| lp)
     }
 
     /// Sends one datagram to `addr`: at once if nothing is queued, else queued
@@ -388,64 +401,66 @@ impl DatagramTransport {
     }
 
     fn send_inner(&self, data: &[u8], to: Option<SocketAddr>) {
-        let mut cx = self.lp.io_ctx();
-        let Some(d) = state(&mut cx.io, self.key) else {
-            return;
-        };
-        if !matches!(d.phase, Phase::Open) {
-            d.dropped += 1;
-            if d.dropped == 1 {
+        let Some((d, lp)) = self.live() else { return };
+        let mut st = d.st.borrow_mut();
+        let st = &mut *st;
+        if !matches!(st.phase, Phase::Open) {
+            st.dropped += 1;
+            if st.dropped == 1 {
                 log::warn!("deferloop: send on a closing or closed UDP socket ignored");
             }
             return;
         }
-        let sock = d.sock.as_ref().expect("an open socket");
-        if d.queue.is_empty() {
+        let sock = st.sock.as_ref().expect("an open socket");
+        if st.queue.is_empty() {
             match send_one(sock, data, to) {
                 Ok(_) => return,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => d.write_ready = false,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => st.write_ready = false,
                 Err(e) => {
-                    d.errors.push(e);
-                    self.lp.queue_dispatch(&mut cx.io, self.key);
+                    st.errors.push_back(e);
+                    d.wake(&lp);
                     return;
                 }
             }
         }
-        d.queue.push_back((data.into(), to));
-        d.queued_bytes += data.len();
-        d.flow.recheck(d.queued_bytes);
-        if d.flow.has_note() {
-            self.lp.queue_dispatch(&mut cx.io, self.key);
+        st.queue.push_back((data.into(), to));
+        st.queued_bytes += data.len();
+        st.flow.recheck(st.queued_bytes);
+        if st.flow.has_note() {
+            d.wake(&lp);
         }
     }
 
     /// Closes the socket once the queue is flushed; `connection_lost(None)`
     /// follows. Idempotent.
     pub fn close(&self) {
-        let mut cx = self.lp.io_ctx();
-        let Some(d) = state(&mut cx.io, self.key) else {
-            return;
-        };
-        if !matches!(d.phase, Phase::Open) {
+        let Some((d, lp)) = self.live() else { return };
+        let mut st = d.st.borrow_mut();
+        if !matches!(st.phase, Phase::Open) {
             return;
         }
-        if d.queue.is_empty() {
-            close_now(&self.lp, &mut cx, self.key, None);
+        if st.queue.is_empty() {
+            d.close_now(&lp, &mut st, None);
         } else {
-            d.phase = Phase::Closing;
+            st.phase = Phase::Closing(None);
         }
     }
 
     /// Closes the socket now, dropping the queue; `connection_lost(None)` follows.
     pub fn abort(&self) {
-        close_now(&self.lp, &mut self.lp.io_ctx(), self.key, None);
+        self.abort_inner(None);
     }
 
     /// Like [`abort`](Self::abort), with `reason` given to `connection_lost`.
     #[track_caller]
     pub fn abort_with(&self, reason: impl Into<Failure>) {
-        let reason = reason.into();
-        close_now(&self.lp, &mut self.lp.io_ctx(), self.key, Some(reason));
+        self.abort_inner(Some(reason.into()));
+    }
+
+    fn abort_inner(&self, reason: Option<Failure>) {
+        if let Some((d, lp)) = self.live() {
+            d.close_now(&lp, &mut d.st.borrow_mut(), reason);
+        }
     }
 
     /// Whether the socket is closing or closed.
@@ -474,12 +489,12 @@ impl DatagramTransport {
         high: Option<usize>,
         low: Option<usize>,
     ) -> Result<(), Error> {
-        let mut cx = self.lp.io_ctx();
-        let d = state(&mut cx.io, self.key).ok_or(Error::Gone)?;
-        let size = d.queued_bytes;
-        d.flow.set_limits(high, low, size)?;
-        if d.flow.has_note() {
-            self.lp.queue_dispatch(&mut cx.io, self.key);
+        let (d, lp) = self.live().ok_or(Error::Gone)?;
+        let mut st = d.st.borrow_mut();
+        let size = st.queued_bytes;
+        st.flow.set_limits(high, low, size)?;
+        if st.flow.has_note() {
+            d.wake(&lp);
         }
         Ok(())
     }
@@ -505,7 +520,7 @@ impl DatagramTransport {
     }
 }
 
-super::handle_identity!(DatagramTransport);
+handle_identity!(DatagramTransport);
 
 impl fmt::Debug for DatagramTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -541,7 +556,7 @@ impl Loop {
     ///     }
     ///     fn datagram_received(&mut self, t: &DatagramTransport, data: &[u8], _: SocketAddr) {
     ///         assert_eq!(data, b"ping");
-    ///         t.event_loop().stop();
+    ///         t.event_loop().unwrap().stop();
     ///     }
     /// }
     ///
@@ -566,7 +581,7 @@ impl Loop {
             return Err(Error::Closed);
         }
         let sock = mio::net::UdpSocket::bind(addr)?;
-        Ok(open(self, sock, Box::new(protocol), at)?)
+        open(self, sock, Box::new(protocol), at)
     }
 
     /// Opens a UDP socket connected to `remote` (bound to port 0 on the
@@ -595,6 +610,6 @@ impl Loop {
         };
         let sock = mio::net::UdpSocket::bind(local)?;
         sock.connect(remote)?;
-        Ok(open(self, sock, Box::new(protocol), at)?)
+        open(self, sock, Box::new(protocol), at)
     }
 }

@@ -1,11 +1,12 @@
 //! Unix stream sockets: the `Loop` methods that listen and connect on a path.
 //! Tests: tests/net_unix.rs.
 
+use super::conn::connect;
+use super::connection::{Connection, ProtocolFactory};
+use super::io::StreamIo;
 use super::listener::{self, ListenSock, Listener, UnlinkOnDrop};
-use super::stream::{self, Sock};
-use super::{Protocol, SockAddr, Transport};
-use crate::{fail, Deferred, Error, Loop};
-use std::io;
+use super::{Protocol, SockAddr};
+use crate::{Error, Loop};
 use std::panic::Location;
 use std::path::Path;
 
@@ -17,10 +18,10 @@ impl Loop {
     /// [`Error::Closed`], or [`Error::Io`] from `bind` (`AddrInUse` if the
     /// path exists).
     #[track_caller]
-    pub fn listen_unix<P: Protocol>(
+    pub fn listen_unix<P: Protocol, A>(
         &self,
         path: impl AsRef<Path>,
-        mut factory: impl FnMut() -> P + 'static,
+        mut factory: impl ProtocolFactory<P, A>,
     ) -> Result<Listener, Error> {
         let at = Location::caller();
         if self.is_closed() {
@@ -30,8 +31,8 @@ impl Loop {
         let sock = mio::net::UnixListener::bind(path)?;
         let unlink = UnlinkOnDrop(path.to_path_buf());
         let local = SockAddr::Unix(Some(path.to_path_buf()));
-        let factory: listener::Factory = Box::new(move || Box::new(factory()));
-        Ok(listener::listen(
+        let factory: listener::Factory = Box::new(move |peer| Box::new(factory.build(peer)));
+        listener::listen(
             self,
             ListenSock::Unix {
                 sock,
@@ -40,24 +41,15 @@ impl Loop {
             factory,
             local,
             at,
-        )?)
+        )
     }
 
     /// Connects to the Unix socket `path`; as [`connect_tcp`](Self::connect_tcp).
     #[track_caller]
-    pub fn connect_unix<P: Protocol>(
-        &self,
-        path: impl AsRef<Path>,
-        protocol: P,
-    ) -> Deferred<Transport> {
-        if self.is_closed() {
-            return fail(Error::Closed);
-        }
+    pub fn connect_unix<P: Protocol>(&self, path: impl AsRef<Path>, protocol: P) -> Connection<P> {
         let path = path.as_ref();
         let to = SockAddr::Unix(Some(path.to_path_buf()));
-        match mio::net::UnixStream::connect(path) {
-            Ok(sock) => stream::connect(self, Sock::Unix(sock), to, Box::new(protocol)),
-            Err(e) => fail(io::Error::new(e.kind(), format!("connect to {to}: {e}"))),
-        }
+        let io = mio::net::UnixStream::connect(path).map(|s| Box::new(s) as Box<dyn StreamIo>);
+        connect(self, io, to, protocol, Location::caller())
     }
 }

@@ -7,21 +7,26 @@
 //! Tests: tests/loop_*.rs.
 
 mod callback;
-pub(crate) mod io;
+mod exceptions;
+mod handle;
 pub(crate) mod monitor;
+mod raw;
 mod ready;
 mod remote;
+pub(crate) mod source;
 mod threads;
 pub(crate) mod timers;
 mod turn;
 
-use crate::clock::{Clock, Timer};
+use crate::clock::Clock;
 use crate::context::Context;
 use crate::deferred::failure::Failure;
 use crate::Error;
-use io::Registry;
+use exceptions::ExceptionHandler;
+use handle::HandleId;
 use ready::{Callback, Job, ReadyQueue, Task};
 use remote::{RemoteJob, Shared};
+use source::Registry;
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::ops::Deref;
@@ -29,11 +34,14 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timers::{TimerHeap, TimerId};
+use timers::TimerHeap;
 
 pub use monitor::{CurrentCallback, IoInfo, Monitor, Snapshot, TimerInfo};
 
+pub use exceptions::{default_exception_handler, ExceptionContext};
+pub use handle::{Handle, HandleState};
 pub use remote::Remote;
+pub(crate) use source::{PostAction, Ready, Source, SourceKey};
 
 /// Step 2 never sleeps longer than this ("avoid OS limitations", as asyncio).
 pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
@@ -61,12 +69,7 @@ pub(crate) struct Inner {
     turns: Cell<u64>,
     handler: RefCell<Option<ExceptionHandler>>,
     pool: RefCell<threads::Pool>,
-    /// The one read buffer every transport reads into (net/), taken for the
-    /// length of a dispatch.
-    read_buf: RefCell<Vec<u8>>,
 }
-
-type ExceptionHandler = Box<dyn FnMut(&Loop, &ExceptionContext<'_>)>;
 
 /// A handle to an event loop: what every callback receives, cheap to clone.
 ///
@@ -137,7 +140,6 @@ impl EventLoop {
             turns: Cell::new(0),
             handler: RefCell::new(None),
             pool: RefCell::new(threads::Pool::new()),
-            read_buf: RefCell::new(Vec::new()),
         };
         Ok(EventLoop {
             lp: Loop {
@@ -325,7 +327,11 @@ impl Loop {
     /// # Errors
     /// The Deferred's failure; a loop error (closed, already running, selector)
     /// as a `Failure`; or a failure saying the loop was stopped before `d` fired.
-    pub fn run_until<T: 'static>(&self, d: crate::deferred::Deferred<T>) -> Result<T, Failure> {
+    pub fn run_until<T: 'static>(
+        &self,
+        d: impl Into<crate::deferred::Deferred<T>>,
+    ) -> Result<T, Failure> {
+        let d = d.into();
         let slot: Rc<RefCell<Option<Result<T, Failure>>>> = Rc::new(RefCell::new(None));
         let s = slot.clone();
         let lp = self.clone();
@@ -365,11 +371,13 @@ impl Loop {
         let remote = inner.shared.close();
         let ready = inner.ready.borrow_mut().drain();
         let timers = inner.timers.borrow_mut().drain();
-        let mut sources = inner.io.borrow_mut().drain();
+        let sources = inner.io.borrow_mut().drain();
         inner.handler.borrow_mut().take();
         let waiting = inner.shutdown_pool();
-        // Open connections hear `connection_lost` (exactly once, as always).
-        crate::net::finish_on_close(self, &mut sources);
+        // Each source finishes what it owes (a protocol's `connection_lost`).
+        for src in &sources {
+            src.clone().close(self);
+        }
         drop((remote, ready, timers, sources, waiting));
         Ok(())
     }
@@ -406,42 +414,6 @@ impl Loop {
     }
 
     // ---- errors and diagnostics -------------------------------------------
-
-    /// Installs the function that receives errors the loop cannot hand to
-    /// anyone else (a panicking callback, a failing accept); `None` restores
-    /// the default, which logs them with `log::error!`.
-    ///
-    /// A panic inside the handler is caught and logged; the loop goes on.
-    pub fn set_exception_handler(
-        &self,
-        handler: Option<impl FnMut(&Loop, &ExceptionContext<'_>) + 'static>,
-    ) {
-        *self.inner.handler.borrow_mut() = handler.map(|h| Box::new(h) as ExceptionHandler);
-    }
-
-    /// Passes `ctx` to the exception handler (or the default one).
-    pub fn call_exception_handler(&self, ctx: &ExceptionContext<'_>) {
-        let taken = self.inner.handler.borrow_mut().take();
-        let Some(mut handler) = taken else {
-            default_exception_handler(ctx);
-            return;
-        };
-        let r = panic::catch_unwind(AssertUnwindSafe(|| handler(self, ctx)));
-        // Put it back unless the handler installed a new one meanwhile.
-        let mut slot = self.inner.handler.borrow_mut();
-        if slot.is_none() && !self.inner.closed.get() {
-            *slot = Some(handler);
-        }
-        drop(slot);
-        if let Err(payload) = r {
-            let msg = crate::deferred::failure::panic_message(&*payload);
-            log::error!(
-                "deferloop: the exception handler panicked ({msg}) while handling: {}",
-                ctx.message
-            );
-            default_exception_handler(ctx);
-        }
-    }
 
     /// Turns debug mode on or off: when on, every callback that runs longer
     /// than [`slow_callback_duration`](Self::set_slow_callback_duration) is
@@ -485,6 +457,26 @@ impl Loop {
         self.inner.instrument();
         monitor::spawn_watchdog(self.inner.shared.clone(), threshold)?;
         Ok(())
+    }
+}
+
+impl Loop {
+    /// A weak reference, for cancellers, timers and handles that must not
+    /// keep the loop alive.
+    pub(crate) fn downgrade(&self) -> WeakLoop {
+        WeakLoop(Rc::downgrade(&self.inner))
+    }
+}
+
+/// A loop that may be gone: what handles held by user objects keep, so that
+/// they form no cycle with the loop.
+#[derive(Clone, Default)]
+pub(crate) struct WeakLoop(Weak<Inner>);
+
+impl WeakLoop {
+    /// The loop, if it still exists.
+    pub(crate) fn upgrade(&self) -> Option<Loop> {
+        self.0.upgrade().map(|inner| Loop { inner })
     }
 }
 
@@ -598,7 +590,7 @@ impl Inner {
             Job::Call(f) if f.is_cancelled() => return,
             Job::Call(f) => f,
             Job::Io(key) => {
-                self.run_contained(lp, loc, ctx, |lp| io_dispatch(lp, key));
+                self.run_contained(lp, loc, ctx, |lp| lp.dispatch_source(key));
                 return;
             }
         };
@@ -647,155 +639,5 @@ impl Inner {
                 log::warn!("deferloop: executing callback scheduled at {loc} took {took:.3?}");
             }
         }
-    }
-}
-
-fn io_dispatch(lp: &Loop, key: io::IoKey) {
-    lp.dispatch_io(key);
-}
-
-/// What a [`Loop`]'s exception handler receives.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct ExceptionContext<'a> {
-    /// What happened, e.g. `"Exception in callback"`.
-    pub message: &'a str,
-    /// The failure, if there is one (for a panic: a [`Panicked`](crate::Panicked) error).
-    pub failure: Option<&'a Failure>,
-    /// Where the code involved was scheduled or registered.
-    pub location: Option<&'static Location<'static>>,
-}
-
-impl<'a> ExceptionContext<'a> {
-    /// A context with a message only.
-    pub fn new(message: &'a str) -> Self {
-        ExceptionContext {
-            message,
-            failure: None,
-            location: None,
-        }
-    }
-}
-
-/// Logs `ctx` with `log::error!`: message, failure, location.
-pub fn default_exception_handler(ctx: &ExceptionContext<'_>) {
-    match (ctx.failure, ctx.location) {
-        (Some(f), Some(loc)) => log::error!(
-            "deferloop: {} scheduled at {loc}: {f} (raised at {})",
-            ctx.message,
-            f.origin()
-        ),
-        (Some(f), None) => {
-            log::error!("deferloop: {}: {f} (raised at {})", ctx.message, f.origin())
-        }
-        (None, Some(loc)) => log::error!("deferloop: {} (at {loc})", ctx.message),
-        (None, None) => log::error!("deferloop: {}", ctx.message),
-    }
-}
-
-/// The state of a [`Handle`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HandleState {
-    /// Waiting to run.
-    Pending,
-    /// Cancelled before it ran.
-    Cancelled,
-    /// Ran, or was dropped by `close()`.
-    Done,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum HandleId {
-    Ready(u64),
-    Timer(TimerId, Instant),
-}
-
-/// One call scheduled with `call_soon`, `call_later` or `call_at`.
-///
-/// Dropping the handle does not cancel the call. It holds only a weak
-/// reference to the loop.
-pub struct Handle {
-    lp: Weak<Inner>,
-    id: HandleId,
-    cancelled: Cell<bool>,
-}
-
-impl Handle {
-    /// Cancels the call if it has not run; returns whether it was pending.
-    /// Idempotent. A cancelled timer leaves the heap at once (O(log n)); the
-    /// callback and what it captured are dropped before `cancel` returns.
-    pub fn cancel(&self) -> bool {
-        let Some(inner) = self.lp.upgrade() else {
-            return false;
-        };
-        // What was cancelled is dropped here, outside every borrow (dropping
-        // a closure may run arbitrary code).
-        let dropped: Option<Job> = match self.id {
-            HandleId::Ready(seq) => inner.ready.borrow_mut().cancel(seq),
-            HandleId::Timer(id, _) => {
-                let c = inner.timers.borrow_mut().cancel(id);
-                match c {
-                    timers::Cancelled::Pending(task) => Some(task.job),
-                    timers::Cancelled::Ready(seq) => inner.ready.borrow_mut().cancel(seq),
-                    timers::Cancelled::Gone => None,
-                }
-            }
-        };
-        let was_pending = dropped.is_some();
-        drop(dropped);
-        if was_pending {
-            self.cancelled.set(true);
-        }
-        was_pending
-    }
-
-    /// Whether the call is pending, cancelled, or done.
-    pub fn state(&self) -> HandleState {
-        if self.cancelled.get() {
-            return HandleState::Cancelled;
-        }
-        let Some(inner) = self.lp.upgrade() else {
-            return HandleState::Done;
-        };
-        let pending = match self.id {
-            HandleId::Ready(seq) => inner.ready.borrow().is_pending(seq),
-            HandleId::Timer(id, _) => inner.timers.borrow().contains(id),
-        };
-        if pending {
-            HandleState::Pending
-        } else {
-            HandleState::Done
-        }
-    }
-
-    /// Whether [`cancel`](Self::cancel) succeeded on this handle.
-    pub fn is_cancelled(&self) -> bool {
-        self.cancelled.get()
-    }
-
-    /// The deadline, for `call_later`/`call_at` handles.
-    pub fn deadline(&self) -> Option<Instant> {
-        match self.id {
-            HandleId::Timer(_, when) => Some(when),
-            HandleId::Ready(_) => None,
-        }
-    }
-}
-
-impl Timer for Handle {
-    fn cancel(&self) -> bool {
-        Handle::cancel(self)
-    }
-    fn is_active(&self) -> bool {
-        self.state() == HandleState::Pending
-    }
-}
-
-impl fmt::Debug for Handle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Handle")
-            .field("state", &self.state())
-            .field("deadline", &self.deadline())
-            .finish()
     }
 }

@@ -12,7 +12,7 @@
 //! ids of due timers, by sequence number. Not here: running tasks (reactor/mod.rs). Tests: below,
 //! tests/loop_order.rs, tests/loop_callbacks.rs.
 
-use super::io::IoKey;
+use super::source::SourceKey;
 use super::timers::TimerId;
 use crate::context::Context;
 use std::collections::VecDeque;
@@ -29,8 +29,8 @@ pub(crate) type Callback = super::callback::LoopFn;
 pub(crate) enum Job {
     /// A user callback, or a cancelled one (a tombstone).
     Call(Callback),
-    /// An I/O source is ready: dispatch it (reactor/io.rs).
-    Io(IoKey),
+    /// An I/O source is ready: dispatch it (reactor/source.rs).
+    Io(SourceKey),
 }
 
 impl Job {

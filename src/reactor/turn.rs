@@ -10,6 +10,7 @@
 
 use super::monitor::{Published, LIST_AT_MOST, PUBLISH_EVERY};
 use super::ready::{Job, Task};
+use super::source::{Ready, SourceKey};
 use super::{Inner, Loop, MAX_TIMEOUT, WAKER};
 use crate::context::Context;
 use crate::Error;
@@ -65,14 +66,8 @@ impl Inner {
             if ev.token() == WAKER {
                 continue;
             }
-            let key = super::io::IoKey::from_token(ev.token());
-            let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-            let writable = ev.is_writable() || ev.is_write_closed() || ev.is_error();
-            let read_closed = ev.is_read_closed() || ev.is_error();
-            if io.note_event(key, readable, writable, read_closed) {
-                let loc = io
-                    .get(key)
-                    .map_or(std::panic::Location::caller(), |s| s.registered_at);
+            let key = SourceKey::from_token(ev.token());
+            if let Some(loc) = io.note(key, Ready::from_event(ev)) {
                 ready.push(Task {
                     job: Job::Io(key),
                     ctx: Context::default(),

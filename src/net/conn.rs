@@ -1,0 +1,741 @@
+//! The stream connection core: one source type for TCP, Unix and in-memory
+//! connections, whatever their [`StreamIo`]. Owns `Conn` and its dispatch.
+//!
+//! Readiness: a connection is registered once, for reading *and* writing,
+//! edge-triggered. It keeps "readable" and "writable" flags and clears them
+//! only when the socket says `WouldBlock` (or a read comes back short: the
+//! kernel had no more); so no `epoll_ctl` is made on the data path, and a
+//! protocol that pauses reading loses no wake-up.
+//!
+//! A dispatch: (connect completion) → flush the write buffer → tell the
+//! protocol about flow control → read, at most [`READ_BUDGET`] bytes, one
+//! `data_received` per read → flush what the protocol wrote → tell it again →
+//! deliver `connection_lost` if the connection closed. If the budget ran out
+//! with data left, the connection asks for the next turn instead of starving
+//! the others. Tests: tests/net_*.rs.
+
+use super::buffer::WriteBuf;
+use super::core::{self, Phase};
+use super::io::StreamIo;
+use super::{Connection, Protocol, SockAddr, Transport};
+use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
+use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
+use smallvec::SmallVec;
+use std::cell::{Cell, RefCell};
+use std::io::{self, IoSlice};
+use std::panic::Location;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+/// Bytes read from one connection in one dispatch, at most; then the others
+/// get their turn (asyncio reads 256 KiB per callback, once per turn).
+pub const READ_BUDGET: usize = 256 * 1024;
+
+/// A read while bytes are buffered takes at least this much (and otherwise no
+/// more than what is left below the high-water mark).
+const MIN_READ: usize = 4096;
+
+/// Default hard cap on a connection's write buffer: past it the connection is
+/// aborted with [`WriteBufferFull`](super::WriteBufferFull).
+pub const DEFAULT_WRITE_BUFFER_CAP: usize = 64 * 1024 * 1024;
+
+/// Default time a graceful `close` may take to flush before it aborts.
+pub const DEFAULT_LINGER: Duration = Duration::from_secs(30);
+
+/// The state of one stream connection. Borrowed only while no user code runs.
+pub(crate) struct State {
+    pub(crate) io: Option<Box<dyn StreamIo>>,
+    pub(crate) phase: Phase,
+    /// While connecting: the Deferred to fire and where to.
+    pub(crate) connect: Option<(Option<Resolver<Transport>>, SockAddr)>,
+    pub(crate) wbuf: WriteBuf,
+    read_ready: bool,
+    /// The peer's FIN (or a hang-up) was signalled: read until end-of-file,
+    /// even after a short read.
+    read_closed: bool,
+    write_ready: bool,
+    pub(crate) reading_paused: bool,
+    /// Keep reading while writing is paused (off: backpressure by default).
+    pub(crate) read_while_write_paused: bool,
+    pub(crate) eof_received: bool,
+    pub(crate) eof_requested: bool,
+    eof_written: bool,
+    /// `connection_made` was called, so `connection_lost` is owed.
+    made: bool,
+    pub(crate) dropped_writes: u64,
+    /// The turn of the last write made straight to the socket: later writes
+    /// in the same turn are coalesced in the buffer.
+    direct_turn: u64,
+    pub(crate) cap: usize,
+    pub(crate) linger: Duration,
+    linger_timer: Option<Handle>,
+    /// `close()` called while connecting: the reason, to close with once up.
+    close_when_up: Option<Option<Failure>>,
+}
+
+impl State {
+    fn can_read(&self) -> bool {
+        matches!(self.phase, Phase::Open)
+            && self.read_ready
+            && !self.reading_paused
+            && !self.eof_received
+            && (!self.wbuf.flow.is_paused() || self.read_while_write_paused)
+            && self.io.is_some()
+    }
+
+    pub(crate) fn accepts_writes(&self) -> bool {
+        matches!(self.phase, Phase::Open | Phase::Connecting) && !self.eof_requested
+    }
+
+    /// Whether a dispatch would have work to do right now.
+    fn wants_dispatch(&self) -> bool {
+        self.can_read()
+            || matches!(self.phase, Phase::Closed(_))
+            || (self.phase.is_open() && self.wbuf.flow.has_note())
+            || (self.write_ready && !self.wbuf.is_empty() && self.io.is_some())
+    }
+}
+
+/// What a discarded connection leaves, to be dropped outside any borrow.
+pub(crate) type Garbage = (Option<Box<dyn Protocol>>, Option<Rc<dyn Source>>);
+
+/// One stream connection: a source in the loop's registry, reached by its
+/// [`Transport`]s through a `Weak`.
+pub(crate) struct Conn {
+    pub(crate) lp: WeakLoop,
+    pub(crate) key: SourceKey,
+    pub(crate) at: &'static Location<'static>,
+    pub(crate) st: RefCell<State>,
+    /// The user's protocol; `None` while one of its methods runs, and after
+    /// `connection_lost`.
+    pub(crate) proto: RefCell<Option<Box<dyn Protocol>>>,
+    /// Set while this connection's dispatch runs: what its protocol causes
+    /// meanwhile is picked up before the dispatch ends.
+    dispatching: Cell<bool>,
+}
+
+impl Conn {
+    /// Registers a new stream, connected (`connect` is `None`) or connecting.
+    pub(crate) fn open(
+        lp: &Loop,
+        mut io: Box<dyn StreamIo>,
+        proto: Box<dyn Protocol>,
+        connect: Option<SockAddr>,
+        at: &'static Location<'static>,
+    ) -> Result<Rc<Conn>, Error> {
+        let mut made = None;
+        let key = lp.insert_source(at, |key, r| {
+            io.register(r, key.token())?;
+            let fd = io.fd();
+            let conn = Rc::new(Conn {
+                lp: lp.downgrade(),
+                key,
+                at,
+                st: RefCell::new(State {
+                    io: Some(io),
+                    phase: if connect.is_some() {
+                        Phase::Connecting
+                    } else {
+                        Phase::Open
+                    },
+                    connect: connect.map(|to| (None, to)),
+                    wbuf: WriteBuf::default(),
+                    read_ready: false,
+                    read_closed: false,
+                    write_ready: false,
+                    reading_paused: false,
+                    read_while_write_paused: false,
+                    eof_received: false,
+                    eof_requested: false,
+                    eof_written: false,
+                    made: false,
+                    dropped_writes: 0,
+                    direct_turn: u64::MAX,
+                    cap: DEFAULT_WRITE_BUFFER_CAP,
+                    linger: DEFAULT_LINGER,
+                    linger_timer: None,
+                    close_when_up: None,
+                }),
+                proto: RefCell::new(Some(proto)),
+                dispatching: Cell::new(false),
+            });
+            made = Some((conn.clone(), fd));
+            Ok(conn as Rc<dyn Source>)
+        })?;
+        let (conn, fd) = made.expect("built");
+        if let Some(fd) = fd {
+            lp.claim_fd(fd, key);
+        }
+        Ok(conn)
+    }
+
+    /// Starts an accepted connection: `connection_made` at once.
+    pub(crate) fn start(self: &Rc<Self>, lp: &Loop) {
+        {
+            let mut st = self.st.borrow_mut();
+            st.made = true;
+            st.write_ready = true;
+        }
+        let t = self.transport();
+        let Some(mut proto) = self.proto.borrow_mut().take() else {
+            return;
+        };
+        self.call(lp, &mut proto, |p| p.connection_made(&t));
+        *self.proto.borrow_mut() = Some(proto);
+        if self.st.borrow().wants_dispatch() {
+            self.wake(lp);
+        }
+    }
+
+    pub(crate) fn transport(self: &Rc<Self>) -> Transport {
+        Transport {
+            conn: Rc::downgrade(self),
+        }
+    }
+
+    /// Asks for a dispatch, unless this connection's dispatch is running (it
+    /// checks for work before it ends).
+    pub(crate) fn wake(&self, lp: &Loop) {
+        if !self.dispatching.get() {
+            lp.wake_source(self.key, Ready::EMPTY);
+        }
+    }
+
+    /// Closes the socket now: the buffer is dropped, the socket leaves the
+    /// selector, and `connection_lost(reason)` is owed. The first reason wins.
+    pub(crate) fn close_now(&self, lp: &Loop, st: &mut State, reason: Option<Failure>) {
+        if matches!(st.phase, Phase::Closed(_) | Phase::Lost) {
+            return;
+        }
+        st.wbuf.clear();
+        st.phase = if st.made {
+            Phase::Closed(reason)
+        } else {
+            Phase::Lost
+        };
+        if let Some(mut io) = st.io.take() {
+            lp.with_selector(|r| io.deregister(r));
+            if let Some(fd) = io.fd() {
+                lp.release_fd(fd, self.key);
+            }
+        }
+        if let Some(h) = st.linger_timer.take() {
+            h.cancel();
+        }
+        self.wake(lp);
+    }
+
+    /// Removes a stream that never became a connection (refused, cancelled):
+    /// no protocol method is called. Returns what to drop.
+    pub(crate) fn discard(&self, lp: &Loop) -> Garbage {
+        {
+            let mut st = self.st.borrow_mut();
+            st.made = false;
+            self.close_now(lp, &mut st, None);
+            st.connect = None;
+        }
+        let proto = self.proto.borrow_mut().take();
+        (proto, lp.remove_source(self.key))
+    }
+
+    /// Writes `parts` (`total` bytes): straight to the socket if nothing is
+    /// buffered and this is the first such write of the turn, else into the
+    /// buffer, flushed at the end of this connection's dispatch or in the next
+    /// turn. So a broadcast of many messages costs one system call per
+    /// connection per turn, not one per message.
+    pub(crate) fn write(&self, lp: &Loop, parts: &[&[u8]], total: usize) {
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        if !st.accepts_writes() {
+            st.dropped_writes += 1;
+            if st.dropped_writes == 1 {
+                log::warn!(
+                    "deferloop: write of {total} bytes to a closing or closed transport ignored"
+                );
+            }
+            return;
+        }
+        let turn = lp.turn_count();
+        let mut written = 0;
+        if st.wbuf.is_empty() && st.direct_turn != turn && matches!(st.phase, Phase::Open) {
+            st.direct_turn = turn;
+            let io = st.io.as_mut().expect("an open stream has its io");
+            match write_parts_now(&mut **io, parts, total) {
+                Ok(n) => written = n,
+                Err(e) => return self.close_now(lp, st, Some(Failure::new(e))),
+            }
+            if written < total {
+                st.write_ready = false;
+            }
+        }
+        if written == total {
+            return;
+        }
+        let mut skip = written;
+        for part in parts {
+            if skip >= part.len() {
+                skip -= part.len();
+                continue;
+            }
+            st.wbuf.push(&part[skip..]);
+            skip = 0;
+        }
+        if st.wbuf.len() > st.cap {
+            let e = super::WriteBufferFull { cap: st.cap };
+            log::warn!("deferloop: {e}; connection aborted");
+            return self.close_now(lp, st, Some(Failure::new(e)));
+        }
+        self.wake(lp);
+    }
+
+    /// Writes what is buffered, if the socket is writable.
+    fn flush(&self, lp: &Loop, st: &mut State) {
+        if !st.write_ready
+            || st.wbuf.is_empty()
+            || !matches!(st.phase, Phase::Open | Phase::Closing(_))
+        {
+            return;
+        }
+        let Some(io) = st.io.as_mut() else { return };
+        let r = loop {
+            if st.wbuf.is_empty() {
+                break Ok(());
+            }
+            match io.write(st.wbuf.pending()) {
+                Ok(0) => break Err(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(n) => st.wbuf.consume(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    st.write_ready = false;
+                    break Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        match r {
+            Err(e) => self.close_now(lp, st, Some(Failure::new(e))),
+            Ok(()) => self.after_drain(lp, st),
+        }
+    }
+
+    /// What to do once the write buffer is empty: a pending close or EOF.
+    pub(crate) fn after_drain(&self, lp: &Loop, st: &mut State) {
+        if !st.wbuf.is_empty() || matches!(st.phase, Phase::Connecting) {
+            return;
+        }
+        if let Phase::Closing(reason) = &mut st.phase {
+            let reason = reason.take();
+            return self.close_now(lp, st, reason);
+        }
+        if st.eof_requested && !st.eof_written {
+            st.eof_written = true;
+            let r = st.io.as_mut().map_or(Ok(()), |io| io.shutdown_write());
+            match r {
+                Err(e) => self.close_now(lp, st, Some(Failure::new(e))),
+                Ok(()) if st.eof_received => self.close_now(lp, st, None),
+                Ok(()) => {}
+            }
+        }
+    }
+
+    /// `close()`: stop reading, flush, then close; abort after the linger
+    /// time if the peer does not take the rest.
+    pub(crate) fn close(self: &Rc<Self>, lp: &Loop, reason: Option<Failure>) {
+        let mut st = self.st.borrow_mut();
+        if !matches!(st.phase, Phase::Open | Phase::Connecting) {
+            return;
+        }
+        if matches!(st.phase, Phase::Connecting) {
+            // Closed once up and flushed; see `finish_connect`.
+            st.close_when_up.get_or_insert(reason);
+            return;
+        }
+        st.phase = Phase::Closing(reason);
+        self.after_drain(lp, &mut st);
+        if matches!(st.phase, Phase::Closing(_)) && st.linger_timer.is_none() {
+            let weak = Rc::downgrade(self);
+            let linger = st.linger;
+            st.linger_timer = lp
+                .call_later(linger, move |lp| {
+                    if let Some(conn) = weak.upgrade() {
+                        let e = io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("close did not flush within the linger time ({linger:?})"),
+                        );
+                        conn.close_now(lp, &mut conn.st.borrow_mut(), Some(Failure::new(e)));
+                    }
+                })
+                .ok();
+        }
+    }
+
+    /// Calls one protocol method, containing a panic: it is reported and the
+    /// connection is aborted with it. Returns whether the call returned.
+    fn call(
+        &self,
+        lp: &Loop,
+        proto: &mut Box<dyn Protocol>,
+        f: impl FnOnce(&mut dyn Protocol),
+    ) -> bool {
+        let message = "Exception in protocol callback";
+        match core::contain(lp, self.at, message, || f(&mut **proto)) {
+            None => true,
+            Some(failure) => {
+                self.close_now(lp, &mut self.st.borrow_mut(), Some(failure));
+                false
+            }
+        }
+    }
+
+    /// Completes a connect: `connection_made`, then the Deferred fires.
+    /// Returns whether the dispatch goes on.
+    fn finish_connect(self: &Rc<Self>, lp: &Loop) -> bool {
+        let outcome = {
+            let mut st = self.st.borrow_mut();
+            if !matches!(st.phase, Phase::Connecting) {
+                return true;
+            }
+            if !(std::mem::take(&mut st.read_ready) | std::mem::take(&mut st.write_ready)) {
+                return false;
+            }
+            let io = st.io.as_mut().expect("a connecting stream has its io");
+            io.connect_result()
+        };
+        match outcome {
+            Ok(false) => false,
+            Err(e) => {
+                let (resolver, to) = self.st.borrow_mut().connect.take().expect("connecting");
+                let garbage = self.discard(lp);
+                drop(garbage);
+                if let Some(r) = resolver {
+                    let _ = r.errback(io::Error::new(e.kind(), format!("connect to {to}: {e}")));
+                }
+                false
+            }
+            Ok(true) => {
+                let resolver = {
+                    let mut st = self.st.borrow_mut();
+                    st.phase = match st.close_when_up.take() {
+                        Some(reason) => Phase::Closing(reason),
+                        None => Phase::Open,
+                    };
+                    st.made = true;
+                    // The connect's readiness says nothing about data: look.
+                    st.read_ready = true;
+                    st.write_ready = true;
+                    st.connect.take().and_then(|c| c.0)
+                };
+                let t = self.transport();
+                let Some(mut proto) = self.proto.borrow_mut().take() else {
+                    return false;
+                };
+                let ok = self.call(lp, &mut proto, |p| p.connection_made(&t));
+                *self.proto.borrow_mut() = Some(proto);
+                if let Some(r) = resolver {
+                    let _ = if ok {
+                        r.callback(t)
+                    } else {
+                        r.errback(Failure::new(Error::Gone))
+                    };
+                }
+                let mut st = self.st.borrow_mut();
+                self.flush(lp, &mut st);
+                self.after_drain(lp, &mut st);
+                true
+            }
+        }
+    }
+
+    /// Delivers pending `pause_writing` / `resume_writing` calls.
+    fn notes(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> bool {
+        loop {
+            let note = {
+                let mut st = self.st.borrow_mut();
+                if st.phase.is_open() {
+                    st.wbuf.flow.take_note()
+                } else {
+                    None
+                }
+            };
+            let ok = match note {
+                Some(true) => self.call(lp, proto, |p| p.pause_writing(t)),
+                Some(false) => self.call(lp, proto, |p| p.resume_writing(t)),
+                None => return true,
+            };
+            if !ok {
+                return false;
+            }
+        }
+    }
+
+    /// Reads up to [`READ_BUDGET`] bytes, one `data_received` per read.
+    /// Returns whether the budget ran out with the socket still readable.
+    fn read(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> bool {
+        enum Step {
+            Data(usize, bool),
+            Eof,
+            Stop,
+        }
+        let mut buf = core::take_read_buf();
+        let mut budget = READ_BUDGET;
+        let mut spent = false;
+        loop {
+            let step = {
+                let mut st = self.st.borrow_mut();
+                let st = &mut *st;
+                if !st.can_read() {
+                    break;
+                }
+                // Backpressure: with bytes already buffered, read no more than
+                // the write side can take below its high-water mark.
+                let limit = if st.wbuf.is_empty() {
+                    budget
+                } else {
+                    let (_, high) = st.wbuf.flow.limits();
+                    high.saturating_sub(st.wbuf.len()).max(MIN_READ).min(budget)
+                };
+                let io = st.io.as_mut().expect("a readable stream has its io");
+                match io.read(&mut buf[..limit]) {
+                    Ok(0) => {
+                        st.read_ready = false;
+                        st.eof_received = true;
+                        Step::Eof
+                    }
+                    Ok(n) => {
+                        // A short read emptied the socket: the next data brings
+                        // a new edge. Unless the peer's FIN was signalled: its
+                        // edge is spent, so read on to the end-of-file.
+                        if n < limit && !st.read_closed {
+                            st.read_ready = false;
+                        }
+                        Step::Data(n, st.read_ready)
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        st.read_ready = false;
+                        Step::Stop
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        self.close_now(lp, st, Some(Failure::new(e)));
+                        Step::Stop
+                    }
+                }
+            };
+            match step {
+                Step::Data(n, more) => {
+                    if !self.call(lp, proto, |p| p.data_received(t, &buf[..n])) {
+                        break;
+                    }
+                    budget -= n;
+                    if budget == 0 {
+                        spent = more;
+                        break;
+                    }
+                    if !more {
+                        break;
+                    }
+                }
+                Step::Eof => {
+                    let mut keep_open = false;
+                    if self.call(lp, proto, |p| keep_open = p.eof_received(t)) {
+                        let written = self.st.borrow().eof_written;
+                        if !keep_open {
+                            t.close();
+                        } else if written {
+                            self.close_now(lp, &mut self.st.borrow_mut(), None);
+                        }
+                    }
+                    break;
+                }
+                Step::Stop => break,
+            }
+        }
+        core::put_read_buf(buf);
+        spent
+    }
+
+    /// Flushes what the protocol wrote, delivers the notes it caused, then
+    /// `connection_lost` if owed; else puts the protocol back.
+    fn finish(&self, lp: &Loop, t: &Transport, mut proto: Box<dyn Protocol>) -> bool {
+        let reason = loop {
+            let mut st = self.st.borrow_mut();
+            self.flush(lp, &mut st);
+            if st.phase.is_open() && st.wbuf.flow.has_note() {
+                drop(st);
+                self.notes(lp, t, &mut proto);
+                continue;
+            }
+            if let Phase::Closed(reason) = &mut st.phase {
+                let reason = reason.take();
+                st.phase = Phase::Lost;
+                break reason;
+            }
+            let again = st.wants_dispatch();
+            drop(st);
+            *self.proto.borrow_mut() = Some(proto);
+            return again;
+        };
+        self.lost(lp, t, &mut proto, reason);
+        let garbage = lp.remove_source(self.key);
+        drop((garbage, proto));
+        false
+    }
+
+    /// Calls `connection_lost`, containing (and reporting) a panic.
+    fn lost(
+        &self,
+        lp: &Loop,
+        t: &Transport,
+        proto: &mut Box<dyn Protocol>,
+        reason: Option<Failure>,
+    ) {
+        let message = "Exception in protocol callback (connection_lost)";
+        let _ = core::contain(lp, self.at, message, || proto.connection_lost(t, reason));
+    }
+}
+
+impl Source for Conn {
+    fn dispatch(self: Rc<Self>, lp: &Loop, _key: SourceKey, ready: Ready) -> PostAction {
+        let this = self;
+        {
+            let mut st = this.st.borrow_mut();
+            st.read_ready |= ready.contains(Ready::READABLE);
+            st.write_ready |= ready.contains(Ready::WRITABLE);
+            st.read_closed |= ready.contains(Ready::READ_CLOSED);
+        }
+        if !this.finish_connect(lp) {
+            return PostAction::Continue;
+        }
+        let Some(mut proto) = this.proto.borrow_mut().take() else {
+            return PostAction::Continue;
+        };
+        this.dispatching.set(true);
+        let t = this.transport();
+        {
+            let mut st = this.st.borrow_mut();
+            this.flush(lp, &mut st);
+        }
+        let again = this.notes(lp, &t, &mut proto) && this.read(lp, &t, &mut proto);
+        let wants = this.finish(lp, &t, proto);
+        this.dispatching.set(false);
+        if again || wants {
+            PostAction::Again
+        } else {
+            PostAction::Continue
+        }
+    }
+
+    fn close(self: Rc<Self>, lp: &Loop) {
+        let (phase, connect, made) = {
+            let mut st = self.st.borrow_mut();
+            if let Some(mut io) = st.io.take() {
+                lp.with_selector(|r| io.deregister(r));
+            }
+            (
+                std::mem::replace(&mut st.phase, Phase::Lost),
+                st.connect.take(),
+                st.made,
+            )
+        };
+        if let Some((Some(r), _)) = connect {
+            let _ = r.errback(Failure::new(Error::Closed));
+        }
+        let reason = match phase {
+            Phase::Lost | Phase::Connecting => return,
+            _ if !made => return,
+            Phase::Closed(reason) | Phase::Closing(reason @ Some(_)) => reason,
+            Phase::Open | Phase::Closing(None) => Some(Failure::new(Error::Closed)),
+        };
+        let Some(mut proto) = self.proto.borrow_mut().take() else {
+            return;
+        };
+        let t = self.transport();
+        self.lost(lp, &t, &mut proto, reason);
+        drop(proto);
+    }
+
+    fn name(&self) -> &'static str {
+        self.st
+            .borrow()
+            .io
+            .as_ref()
+            .map_or("stream (closed)", |io| io.name())
+    }
+}
+
+/// Starts a connect: registers the connecting stream and returns the
+/// [`Connection`] at once. A failure to start (closed loop, `connect` refused
+/// at once) gives a connection whose transport is closed and whose Deferred
+/// has failed. Cancelling the Deferred removes the stream; the protocol is
+/// dropped uncalled.
+pub(crate) fn connect<P: Protocol>(
+    lp: &Loop,
+    io: io::Result<Box<dyn StreamIo>>,
+    to: SockAddr,
+    protocol: P,
+    at: &'static Location<'static>,
+) -> Connection<P> {
+    let failed = |f: Failure| Connection::new(Transport { conn: Weak::new() }, fail(f));
+    let io = match io {
+        Ok(io) => io,
+        Err(e) => {
+            return failed(Failure::new(io::Error::new(
+                e.kind(),
+                format!("connect to {to}: {e}"),
+            )))
+        }
+    };
+    let conn = match Conn::open(lp, io, Box::new(protocol), Some(to.clone()), at) {
+        Ok(conn) => conn,
+        Err(Error::Io(e)) => {
+            return failed(Failure::new(io::Error::new(
+                e.kind(),
+                format!("connect to {to}: {e}"),
+            )))
+        }
+        Err(e) => return failed(Failure::new(e)),
+    };
+    let weak = Rc::downgrade(&conn);
+    let (d, r) = Deferred::with_canceller(move |_| {
+        if let Some(conn) = weak.upgrade() {
+            if let Some(lp) = conn.lp.upgrade() {
+                let garbage = conn.discard(&lp);
+                drop(garbage);
+            }
+        }
+    });
+    if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
+        *resolver = Some(r);
+    }
+    Connection::new(conn.transport(), d)
+}
+
+/// Writes as much of `parts` (`total` bytes) as the socket takes now.
+fn write_parts_now(io: &mut dyn StreamIo, parts: &[&[u8]], total: usize) -> io::Result<usize> {
+    let mut n = 0;
+    while n < total {
+        let r = if parts.len() == 1 {
+            io.write(&parts[0][n..])
+        } else {
+            let mut skip = n;
+            let mut slices: SmallVec<[IoSlice<'_>; 4]> = SmallVec::new();
+            for p in parts {
+                if skip >= p.len() {
+                    skip -= p.len();
+                } else {
+                    slices.push(IoSlice::new(&p[skip..]));
+                    skip = 0;
+                }
+            }
+            io.write_vectored(&slices)
+        };
+        match r {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}

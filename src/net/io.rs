@@ -1,0 +1,174 @@
+//! The socket-specific part of a stream connection: the [`StreamIo`] trait and
+//! its two kernel implementations, TCP and Unix sockets. Everything else about
+//! a connection (buffering, flow control, the protocol's calls) is written once,
+//! in `conn.rs`; an in-memory connection (`memory.rs`) implements the same trait.
+
+use super::SockAddr;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::Shutdown;
+use std::os::unix::io::{AsRawFd, RawFd};
+
+/// How much of a multi-part write is copied into one `write` (see
+/// [`write_vectored`]).
+const COALESCE: usize = 4096;
+
+/// A connected (or connecting) byte stream, as the connection core uses it.
+/// Every method is non-blocking: `WouldBlock` means "not now".
+pub(crate) trait StreamIo: 'static {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    fn write(&mut self, data: &[u8]) -> io::Result<usize>;
+    /// Writes a prefix of `parts`; see [`write_vectored`].
+    fn write_vectored(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize> {
+        write_vectored(self, parts)
+    }
+    fn shutdown_write(&mut self) -> io::Result<()>;
+    /// The outcome of a connect in progress: `Ok(true)` connected,
+    /// `Ok(false)` not yet, `Err` failed.
+    fn connect_result(&mut self) -> io::Result<bool> {
+        Ok(true)
+    }
+    fn peer_addr(&self) -> io::Result<SockAddr>;
+    fn local_addr(&self) -> io::Result<SockAddr>;
+    /// Registers the descriptor, if any, for reading and writing.
+    fn register(&mut self, r: &mio::Registry, token: mio::Token) -> io::Result<()>;
+    fn deregister(&mut self, r: &mio::Registry);
+    fn fd(&self) -> Option<RawFd> {
+        None
+    }
+    fn name(&self) -> &'static str;
+    fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        let _ = on;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    fn nodelay(&self) -> io::Result<bool> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+/// Writes a prefix of `parts`, as `writev` would, but through `write`.
+///
+/// `writev` takes no flags, so it cannot say `MSG_NOSIGNAL` as std's `write` on
+/// a socket does: a write to a peer that vanished (a Unix peer gone, a TCP
+/// peer gone after half-closing) would raise SIGPIPE and kill a process that
+/// does not ignore it. So the parts are copied into one buffer, up to 4 KiB,
+/// and sent with one `write`: still one system call for a header and a body; a
+/// first part at least that large is written alone, uncopied.
+pub(crate) fn write_vectored<S: StreamIo + ?Sized>(
+    s: &mut S,
+    parts: &[IoSlice<'_>],
+) -> io::Result<usize> {
+    let first = parts.first().map_or(&[][..], |p| &p[..]);
+    if parts.len() == 1 || first.len() >= COALESCE {
+        return s.write(first);
+    }
+    let mut buf = [0u8; COALESCE];
+    let mut n = 0;
+    for p in parts {
+        let k = p.len().min(COALESCE - n);
+        buf[n..n + k].copy_from_slice(&p[..k]);
+        n += k;
+        if n == COALESCE {
+            break;
+        }
+    }
+    s.write(&buf[..n])
+}
+
+/// What a kernel stream socket needs beyond `Read + Write`.
+macro_rules! kernel_stream {
+    ($ty:ty, $name:expr, $addr:expr) => {
+        impl StreamIo for $ty {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                Read::read(self, buf)
+            }
+            fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+                Write::write(self, data)
+            }
+            fn shutdown_write(&mut self) -> io::Result<()> {
+                self.shutdown(Shutdown::Write)
+            }
+            fn connect_result(&mut self) -> io::Result<bool> {
+                if let Some(e) = self.take_error()? {
+                    return Err(e);
+                }
+                match self.peer_addr() {
+                    Ok(_) => Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+            fn peer_addr(&self) -> io::Result<SockAddr> {
+                <$ty>::peer_addr(self).map($addr)
+            }
+            fn local_addr(&self) -> io::Result<SockAddr> {
+                <$ty>::local_addr(self).map($addr)
+            }
+            fn register(&mut self, r: &mio::Registry, token: mio::Token) -> io::Result<()> {
+                r.register(
+                    self,
+                    token,
+                    mio::Interest::READABLE | mio::Interest::WRITABLE,
+                )
+            }
+            fn deregister(&mut self, r: &mio::Registry) {
+                let _ = r.deregister(self);
+            }
+            fn fd(&self) -> Option<RawFd> {
+                Some(self.as_raw_fd())
+            }
+            fn name(&self) -> &'static str {
+                $name
+            }
+        }
+    };
+}
+
+kernel_stream!(mio::net::TcpStream, "tcp", SockAddr::Inet);
+kernel_stream!(mio::net::UnixStream, "unix", SockAddr::from_unix);
+
+/// TCP's own options. (A macro cannot add methods to only one of two types,
+/// and a second trait would be heavier than this.)
+pub(crate) struct Tcp(pub(crate) mio::net::TcpStream);
+
+impl StreamIo for Tcp {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        StreamIo::read(&mut self.0, buf)
+    }
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        StreamIo::write(&mut self.0, data)
+    }
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.0.shutdown_write()
+    }
+    fn connect_result(&mut self) -> io::Result<bool> {
+        let up = self.0.connect_result()?;
+        if up {
+            let _ = self.0.set_nodelay(true);
+        }
+        Ok(up)
+    }
+    fn peer_addr(&self) -> io::Result<SockAddr> {
+        StreamIo::peer_addr(&self.0)
+    }
+    fn local_addr(&self) -> io::Result<SockAddr> {
+        StreamIo::local_addr(&self.0)
+    }
+    fn register(&mut self, r: &mio::Registry, token: mio::Token) -> io::Result<()> {
+        self.0.register(r, token)
+    }
+    fn deregister(&mut self, r: &mio::Registry) {
+        StreamIo::deregister(&mut self.0, r)
+    }
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.0.as_raw_fd())
+    }
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+    fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.0.set_nodelay(on)
+    }
+    fn nodelay(&self) -> io::Result<bool> {
+        self.0.nodelay()
+    }
+}

@@ -1,0 +1,345 @@
+//! [`Transport`]: the handle to a stream connection that protocols and users
+//! hold. It reaches the connection through a `Weak`, so a transport kept in
+//! its own protocol keeps neither the connection nor the loop alive.
+
+use super::conn::{Conn, State};
+use super::core::{handle_identity, Phase};
+use super::SockAddr;
+use crate::{Error, Failure, Loop};
+use std::fmt;
+use std::io;
+use std::os::unix::io::RawFd;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+/// A stream connection, as its protocol and the user see it: a cheap handle
+/// (`Clone`; equal handles name the same connection).
+///
+/// Methods change the connection's state at once; the protocol hears about the
+/// consequences (`pause_writing`, `connection_lost`) from the loop, never from
+/// inside the method (see [`Protocol`](super::Protocol)). On a connection that
+/// is gone, every method does nothing (writes are dropped, see
+/// [`write`](Self::write)) and the queries say "closed".
+#[derive(Clone)]
+pub struct Transport {
+    pub(crate) conn: Weak<Conn>,
+}
+
+impl Transport {
+    fn live(&self) -> Option<(Rc<Conn>, Loop)> {
+        let conn = self.conn.upgrade()?;
+        let lp = conn.lp.upgrade()?;
+        Some((conn, lp))
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> Option<R> {
+        let conn = self.conn.upgrade()?;
+        let mut st = conn.st.borrow_mut();
+        Some(f(&mut st))
+    }
+
+    /// The loop this transport belongs to; `None` once the connection is gone
+    /// (the handle keeps neither alive).
+    pub fn event_loop(&self) -> Option<Loop> {
+        self.live().map(|(_, lp)| lp)
+    }
+
+    /// Sends `data`: written to the socket at once if nothing is buffered
+    /// (the first write of a turn), else buffered and written as the socket
+    /// drains. Never blocks.
+    ///
+    /// Writes made to one connection within one turn are coalesced: the
+    /// first goes to the socket, the rest are written together at the end of
+    /// the connection's dispatch or in the next turn, so a broadcast of many
+    /// messages to many connections costs one system call per connection.
+    ///
+    /// A write that takes the buffer above the high-water mark makes
+    /// [`is_writing_paused`](Self::is_writing_paused) true at once; the
+    /// protocol's `pause_writing` follows, and the connection stops being read
+    /// until the buffer drains (see [`set_read_while_write_paused`](Self::set_read_while_write_paused)).
+    /// A buffer above the hard cap ([`set_write_buffer_cap`](Self::set_write_buffer_cap),
+    /// 64 MiB by default) aborts the connection with [`WriteBufferFull`](super::WriteBufferFull).
+    ///
+    /// Before the connection is up (a `connect_tcp` in progress) writes are
+    /// buffered and sent once it is. After [`close`](Self::close),
+    /// [`write_eof`](Self::write_eof), [`abort`](Self::abort) or the
+    /// connection's loss, writes are **ignored** (asyncio's behaviour): the
+    /// first one is logged with `log::warn!`, and
+    /// [`dropped_writes`](Self::dropped_writes) counts them. A write error
+    /// (reset, broken pipe) aborts the connection with that error as the
+    /// reason given to `connection_lost`.
+    pub fn write(&self, data: &[u8]) {
+        self.write_vectored(&[data]);
+    }
+
+    /// Sends `parts` one after the other, as [`write`](Self::write) would,
+    /// but with one system call when nothing is buffered and the parts add
+    /// up to 4 KiB or less (a header and a body, say): they are copied into
+    /// one `send`, not written with `writev`, which could raise SIGPIPE.
+    pub fn write_vectored(&self, parts: &[&[u8]]) {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total == 0 {
+            return;
+        }
+        if let Some((conn, lp)) = self.live() {
+            conn.write(&lp, parts, total);
+        }
+    }
+
+    /// Closes the write side once the buffer is flushed (TCP `shutdown(SHUT_WR)`):
+    /// the peer reads end-of-file; reading goes on. Later writes are ignored.
+    pub fn write_eof(&self) {
+        let Some((conn, lp)) = self.live() else {
+            return;
+        };
+        let mut st = conn.st.borrow_mut();
+        if !st.accepts_writes() {
+            return;
+        }
+        st.eof_requested = true;
+        conn.after_drain(&lp, &mut st);
+    }
+
+    /// Closes the connection gracefully: reading stops now, what is buffered is
+    /// written, then the socket closes and `connection_lost(None)` follows.
+    /// If the peer does not take what is buffered within the linger time
+    /// ([`set_linger`](Self::set_linger), 30 s by default), the connection is
+    /// aborted with a `TimedOut` error instead. Idempotent. On a connection
+    /// still connecting, it closes once up and flushed.
+    pub fn close(&self) {
+        if let Some((conn, lp)) = self.live() {
+            conn.close(&lp, None);
+        }
+    }
+
+    /// Like [`close`](Self::close), with `reason` given to `connection_lost`:
+    /// for a protocol that gives up on its peer but still flushes a last reply
+    /// (the framers do this on an over-long line).
+    #[track_caller]
+    pub fn close_with(&self, reason: impl Into<Failure>) {
+        let reason = reason.into();
+        if let Some((conn, lp)) = self.live() {
+            conn.close(&lp, Some(reason));
+        }
+    }
+
+    /// Closes the connection now: the buffer is dropped, the socket closed;
+    /// `connection_lost(None)` follows (asyncio's `abort`). On a connection
+    /// still connecting, the attempt is abandoned: its Deferred fails and the
+    /// protocol is never called.
+    pub fn abort(&self) {
+        self.abort_inner(None);
+    }
+
+    /// Like [`abort`](Self::abort), with `reason` given to `connection_lost`:
+    /// for a protocol that gives up on its peer (a framing error, say).
+    #[track_caller]
+    pub fn abort_with(&self, reason: impl Into<Failure>) {
+        self.abort_inner(Some(reason.into()));
+    }
+
+    fn abort_inner(&self, reason: Option<Failure>) {
+        let Some((conn, lp)) = self.live() else {
+            return;
+        };
+        let connect = {
+            let mut st = conn.st.borrow_mut();
+            if matches!(st.phase, Phase::Connecting) {
+                st.connect.take()
+            } else {
+                conn.close_now(&lp, &mut st, reason.clone());
+                return;
+            }
+        };
+        let garbage = conn.discard(&lp);
+        drop(garbage);
+        if let Some((Some(r), to)) = connect {
+            let e = io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!("connect to {to}: aborted before it was up"),
+            );
+            let _ = r.errback(reason.unwrap_or_else(|| Failure::new(e)));
+        }
+    }
+
+    /// Whether the connection is closing or closed (a connection still
+    /// connecting is neither).
+    pub fn is_closing(&self) -> bool {
+        self.with(|s| !matches!(s.phase, Phase::Open | Phase::Connecting))
+            .unwrap_or(true)
+    }
+
+    /// Whether a connect is still in progress.
+    pub fn is_connecting(&self) -> bool {
+        self.with(|s| matches!(s.phase, Phase::Connecting))
+            .unwrap_or(false)
+    }
+
+    /// Stops calling `data_received` until [`resume_reading`](Self::resume_reading).
+    /// No system call: the kernel's buffer fills, and TCP pushes back on the peer.
+    pub fn pause_reading(&self) {
+        self.with(|s| s.reading_paused = true);
+    }
+
+    /// Undoes [`pause_reading`](Self::pause_reading); data that arrived
+    /// meanwhile is delivered from the next turn.
+    pub fn resume_reading(&self) {
+        let Some((conn, lp)) = self.live() else {
+            return;
+        };
+        if std::mem::take(&mut conn.st.borrow_mut().reading_paused) {
+            conn.wake(&lp);
+        }
+    }
+
+    /// Whether `data_received` can be called: open, not paused, no EOF yet.
+    pub fn is_reading(&self) -> bool {
+        self.with(|s| {
+            matches!(s.phase, Phase::Open | Phase::Connecting)
+                && !s.reading_paused
+                && !s.eof_received
+        })
+        .unwrap_or(false)
+    }
+
+    /// Whether to go on reading while writing is paused. Off by default: a
+    /// connection whose write buffer is above its high-water mark is not read
+    /// until it drains, so a peer that sends without reading the replies
+    /// cannot grow the buffer without bound. A protocol that handles
+    /// `pause_writing` itself (a proxy pausing the *other* side) may turn it on.
+    pub fn set_read_while_write_paused(&self, on: bool) {
+        let Some((conn, lp)) = self.live() else {
+            return;
+        };
+        conn.st.borrow_mut().read_while_write_paused = on;
+        conn.wake(&lp);
+    }
+
+    /// Sets the write buffer's high- and low-water marks (asyncio's rules: see
+    /// [`DEFAULT_HIGH_WATER`](super::DEFAULT_HIGH_WATER)); the buffer is
+    /// re-checked at once, so lowering `high` below the current size pauses
+    /// the protocol.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless `high >= low`; [`Error::Gone`] for a
+    /// connection that no longer exists.
+    pub fn set_write_buffer_limits(
+        &self,
+        high: Option<usize>,
+        low: Option<usize>,
+    ) -> Result<(), Error> {
+        let (conn, lp) = self.live().ok_or(Error::Gone)?;
+        conn.st.borrow_mut().wbuf.set_limits(high, low)?;
+        conn.wake(&lp);
+        Ok(())
+    }
+
+    /// `(high, low)` water marks of the write buffer, in the order
+    /// [`set_write_buffer_limits`](Self::set_write_buffer_limits) takes them.
+    pub fn write_buffer_limits(&self) -> (usize, usize) {
+        self.with(|s| {
+            let (low, high) = s.wbuf.flow.limits();
+            (high, low)
+        })
+        .unwrap_or((0, 0))
+    }
+
+    /// Sets the hard cap on buffered bytes (default
+    /// [`DEFAULT_WRITE_BUFFER_CAP`](super::DEFAULT_WRITE_BUFFER_CAP), 64 MiB):
+    /// a write that takes the buffer past it aborts the connection with
+    /// [`WriteBufferFull`](super::WriteBufferFull), logged.
+    pub fn set_write_buffer_cap(&self, cap: usize) {
+        self.with(|s| s.cap = cap);
+    }
+
+    /// Sets how long a graceful [`close`](Self::close) may wait for the peer
+    /// to take what is buffered before it aborts (default
+    /// [`DEFAULT_LINGER`](super::DEFAULT_LINGER), 30 s). Applies to closes
+    /// that start after the call.
+    pub fn set_linger(&self, linger: Duration) {
+        self.with(|s| s.linger = linger);
+    }
+
+    /// Bytes buffered, not yet taken by the socket.
+    pub fn write_buffer_size(&self) -> usize {
+        self.with(|s| s.wbuf.len()).unwrap_or(0)
+    }
+
+    /// Whether the buffer is above its high-water mark (and has not drained to
+    /// the low one since): the state `pause_writing` reports.
+    pub fn is_writing_paused(&self) -> bool {
+        self.with(|s| s.wbuf.flow.is_paused()).unwrap_or(false)
+    }
+
+    /// Writes ignored because the transport was closing or closed.
+    pub fn dropped_writes(&self) -> u64 {
+        self.with(|s| s.dropped_writes).unwrap_or(0)
+    }
+
+    fn query<R>(&self, f: impl FnOnce(&dyn super::io::StreamIo) -> io::Result<R>) -> io::Result<R> {
+        self.with(|s| s.io.as_deref().map(f))
+            .flatten()
+            .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))
+    }
+
+    /// The local address.
+    ///
+    /// # Errors
+    /// `ErrorKind::NotConnected` once the socket is closed; else the OS error.
+    pub fn local_addr(&self) -> io::Result<SockAddr> {
+        self.query(|io| io.local_addr())
+    }
+
+    /// The peer's address.
+    ///
+    /// # Errors
+    /// As for [`local_addr`](Self::local_addr).
+    pub fn peer_addr(&self) -> io::Result<SockAddr> {
+        self.query(|io| io.peer_addr())
+    }
+
+    /// The socket's file descriptor while it is open (for `setsockopt` and
+    /// the like; the loop keeps owning it: `add_reader` on it is refused).
+    /// `None` for an in-memory connection.
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        self.with(|s| s.io.as_ref().and_then(|io| io.fd()))
+            .flatten()
+    }
+
+    /// Sets `TCP_NODELAY` (on by default for every TCP connection deferloop makes).
+    ///
+    /// # Errors
+    /// `ErrorKind::Unsupported` on a Unix or in-memory connection;
+    /// `NotConnected` once closed.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.query(|io| io.set_nodelay(on))
+    }
+
+    /// Whether `TCP_NODELAY` is set.
+    ///
+    /// # Errors
+    /// As for [`set_nodelay`](Self::set_nodelay).
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.query(|io| io.nodelay())
+    }
+}
+
+handle_identity!(Transport);
+
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Transport");
+        let info = self.with(|s| {
+            let peer = s.io.as_ref().and_then(|io| io.peer_addr().ok());
+            (peer, s.wbuf.len())
+        });
+        match info {
+            Some((peer, buffered)) => d
+                .field("peer", &peer)
+                .field("closing", &self.is_closing())
+                .field("buffered", &buffered),
+            None => d.field("closed", &true),
+        };
+        d.finish()
+    }
+}

@@ -1,0 +1,86 @@
+//! What the loop does with errors it cannot hand to anyone: the exception
+//! handler (asyncio's `set_exception_handler`), `ExceptionContext`, and the
+//! default handler, which logs. Tests: tests/loop_panics.rs.
+
+use super::Loop;
+use crate::Failure;
+use std::panic::{self, AssertUnwindSafe, Location};
+
+pub(crate) type ExceptionHandler = Box<dyn FnMut(&Loop, &ExceptionContext<'_>)>;
+
+impl Loop {
+    /// Installs the function that receives errors the loop cannot hand to
+    /// anyone else (a panicking callback, a failing accept); `None` restores
+    /// the default, which logs them with `log::error!`.
+    ///
+    /// A panic inside the handler is caught and logged; the loop goes on.
+    pub fn set_exception_handler(
+        &self,
+        handler: Option<impl FnMut(&Loop, &ExceptionContext<'_>) + 'static>,
+    ) {
+        *self.inner.handler.borrow_mut() = handler.map(|h| Box::new(h) as ExceptionHandler);
+    }
+
+    /// Passes `ctx` to the exception handler (or the default one).
+    pub fn call_exception_handler(&self, ctx: &ExceptionContext<'_>) {
+        let taken = self.inner.handler.borrow_mut().take();
+        let Some(mut handler) = taken else {
+            default_exception_handler(ctx);
+            return;
+        };
+        let r = panic::catch_unwind(AssertUnwindSafe(|| handler(self, ctx)));
+        // Put it back unless the handler installed a new one meanwhile.
+        let mut slot = self.inner.handler.borrow_mut();
+        if slot.is_none() && !self.inner.closed.get() {
+            *slot = Some(handler);
+        }
+        drop(slot);
+        if let Err(payload) = r {
+            let msg = crate::deferred::failure::panic_message(&*payload);
+            log::error!(
+                "deferloop: the exception handler panicked ({msg}) while handling: {}",
+                ctx.message
+            );
+            default_exception_handler(ctx);
+        }
+    }
+}
+
+/// What a [`Loop`]'s exception handler receives.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ExceptionContext<'a> {
+    /// What happened, e.g. `"Exception in callback"`.
+    pub message: &'a str,
+    /// The failure, if there is one (for a panic: a [`Panicked`](crate::Panicked) error).
+    pub failure: Option<&'a Failure>,
+    /// Where the code involved was scheduled or registered.
+    pub location: Option<&'static Location<'static>>,
+}
+
+impl<'a> ExceptionContext<'a> {
+    /// A context with a message only.
+    pub fn new(message: &'a str) -> Self {
+        ExceptionContext {
+            message,
+            failure: None,
+            location: None,
+        }
+    }
+}
+
+/// Logs `ctx` with `log::error!`: message, failure, location.
+pub fn default_exception_handler(ctx: &ExceptionContext<'_>) {
+    match (ctx.failure, ctx.location) {
+        (Some(f), Some(loc)) => log::error!(
+            "deferloop: {} scheduled at {loc}: {f} (raised at {})",
+            ctx.message,
+            f.origin()
+        ),
+        (Some(f), None) => {
+            log::error!("deferloop: {}: {f} (raised at {})", ctx.message, f.origin())
+        }
+        (None, Some(loc)) => log::error!("deferloop: {} (at {loc})", ctx.message),
+        (None, None) => log::error!("deferloop: {}", ctx.message),
+    }
+}
