@@ -53,7 +53,7 @@ mod core;
 pub mod framing;
 mod io;
 mod listener;
-//pub mod memory;
+pub mod memory;
 mod protocol;
 mod tcp;
 mod transport;

@@ -1,0 +1,215 @@
+//! The in-memory transport: the same dispatch, flow control, backpressure and
+//! `connection_lost` rules as TCP, driven from the test's side, with bad input.
+
+mod util;
+
+use deferloop::net::{memory, Protocol, Transport, WriteBufferFull};
+use deferloop::{EventLoop, Failure};
+use std::time::Duration;
+use util::net::{Ev, Rec};
+
+fn turns(ev: &EventLoop, n: usize) {
+    for _ in 0..n {
+        let h = ev.call_later(Duration::from_millis(20), |_| {}).unwrap();
+        ev.run_once().unwrap();
+        h.cancel();
+    }
+}
+
+#[test]
+fn bytes_in_come_out_through_the_protocol() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::echo();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    assert!(peer.send(b"ping"));
+    turns(&ev, 1);
+    assert_eq!(peer.take_written(), b"ping");
+    peer.send_eof();
+    turns(&ev, 2);
+    assert!(peer.is_closed());
+    assert!(t.is_closing());
+    assert_eq!(
+        seen.borrow().events,
+        [Ev::Made, Ev::Data(4), Ev::Eof, Ev::Lost(None)]
+    );
+}
+
+#[test]
+fn a_socket_that_stops_taking_writes_pauses_and_resumes_the_protocol() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    t.set_write_buffer_limits(Some(100), Some(10)).unwrap();
+    peer.set_room(Some(0));
+    t.write(&[1; 500]);
+    assert!(t.is_writing_paused());
+    turns(&ev, 1);
+    assert_eq!(seen.borrow().events, [Ev::Made, Ev::PauseWriting]);
+    peer.set_room(None);
+    turns(&ev, 1);
+    assert_eq!(peer.take_written().len(), 500);
+    assert_eq!(
+        seen.borrow().events,
+        [Ev::Made, Ev::PauseWriting, Ev::ResumeWriting]
+    );
+}
+
+#[test]
+fn a_connection_whose_writing_is_paused_is_not_read() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::echo();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    t.set_write_buffer_limits(Some(100), Some(10)).unwrap();
+    peer.set_room(Some(0));
+    peer.send(&[2; 200]); // echoed into a socket that takes nothing
+    turns(&ev, 2);
+    assert!(t.is_writing_paused());
+    let read = seen.borrow().bytes.len();
+    peer.send(&[3; 200]);
+    turns(&ev, 3);
+    assert_eq!(seen.borrow().bytes.len(), read, "not read while paused");
+    peer.set_room(None);
+    turns(&ev, 3);
+    assert_eq!(seen.borrow().bytes.len(), 400, "read once resumed");
+    assert_eq!(peer.take_written().len(), 400);
+}
+
+#[test]
+fn reading_while_paused_can_be_asked_for() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::echo();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    t.set_write_buffer_limits(Some(100), Some(10)).unwrap();
+    t.set_read_while_write_paused(true);
+    peer.set_room(Some(0));
+    peer.send(&[2; 200]);
+    turns(&ev, 2);
+    peer.send(&[3; 200]);
+    turns(&ev, 2);
+    assert_eq!(seen.borrow().bytes.len(), 400);
+}
+
+/// Writes `n` short messages per `data_received`.
+struct Chatty(usize);
+impl Protocol for Chatty {
+    fn data_received(&mut self, t: &Transport, _: &[u8]) {
+        for _ in 0..self.0 {
+            t.write(b"line\n");
+        }
+    }
+}
+
+#[test]
+fn writes_in_one_turn_cost_two_system_calls_not_one_each() {
+    let ev = EventLoop::new().unwrap();
+    let (_t, peer) = memory::open(&ev, Chatty(1000)).unwrap();
+    peer.send(b"go");
+    turns(&ev, 2);
+    assert_eq!(peer.take_written().len(), 5000);
+    assert!(peer.write_calls() <= 2, "{} writes", peer.write_calls());
+}
+
+#[test]
+fn writes_to_other_connections_are_coalesced_per_turn() {
+    let ev = EventLoop::new().unwrap();
+    let members: Vec<_> = (0..10)
+        .map(|_| memory::open(&ev, Rec::new().0).unwrap())
+        .collect();
+    let targets: Vec<Transport> = members.iter().map(|(t, _)| t.clone()).collect();
+    ev.call_soon(move |_| {
+        for _ in 0..100 {
+            for t in &targets {
+                t.write(b"broadcast line\n");
+            }
+        }
+    })
+    .unwrap();
+    turns(&ev, 3);
+    for (_, peer) in &members {
+        assert_eq!(peer.take_written().len(), 1500);
+        assert!(peer.write_calls() <= 2, "{} writes", peer.write_calls());
+    }
+}
+
+#[test]
+fn writes_after_close_are_dropped_and_counted() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    t.write(b"last");
+    t.close();
+    t.write(b"ignored");
+    t.write(b"ignored too");
+    assert_eq!(t.dropped_writes(), 2);
+    turns(&ev, 2);
+    assert_eq!(peer.take_written(), b"last");
+    assert!(peer.is_closed());
+    assert!(
+        !peer.send(b"too late"),
+        "the peer cannot send to a closed connection"
+    );
+    assert_eq!(seen.borrow().events, [Ev::Made, Ev::Lost(None)]);
+}
+
+#[test]
+fn a_reset_in_the_middle_of_a_write_loses_the_connection_with_the_error() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    peer.set_room(Some(10));
+    t.write(&[5; 100]);
+    assert_eq!(t.write_buffer_size(), 90, "part taken, the rest buffered");
+    peer.reset();
+    turns(&ev, 2);
+    let s = seen.borrow();
+    assert_eq!(s.events.len(), 2, "{:?}", s.events);
+    let reason = s.reason.as_ref().expect("lost with a reason");
+    let io = reason
+        .downcast_ref::<std::io::Error>()
+        .expect("an io error");
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionReset);
+}
+
+#[test]
+fn a_write_buffer_past_its_cap_aborts_the_connection() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    t.set_write_buffer_cap(1000);
+    peer.set_room(Some(0));
+    t.write(&[1; 600]);
+    assert!(!t.is_closing());
+    t.write(&[1; 600]);
+    assert!(t.is_closing(), "aborted at once");
+    turns(&ev, 1);
+    let s = seen.borrow();
+    let f: &Failure = s.reason.as_ref().expect("a reason");
+    assert_eq!(
+        f.downcast_ref::<WriteBufferFull>(),
+        Some(&WriteBufferFull { cap: 1000 })
+    );
+}
+
+#[test]
+fn a_close_that_cannot_flush_aborts_after_the_linger_time() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    t.set_linger(Duration::from_millis(30));
+    peer.set_room(Some(0));
+    t.write(b"never taken");
+    t.close();
+    turns(&ev, 1);
+    assert!(!peer.is_closed(), "still flushing");
+    util::run_until(&ev, Duration::from_secs(5), || {
+        util::net::lost_count(&seen) == 1
+    });
+    let s = seen.borrow();
+    let io = s
+        .reason
+        .as_ref()
+        .unwrap()
+        .downcast_ref::<std::io::Error>()
+        .unwrap();
+    assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+}
