@@ -127,6 +127,9 @@ pub fn start(ev: &EventLoop, addr: SocketAddr) -> Result<Listener, deferloop::Er
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The library reports through `log` (fd exhaustion, contained panics,
+    // unhandled failures, ignored writes): show warnings unless RUST_LOG says otherwise.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:0".into());
