@@ -14,6 +14,9 @@ mod chat;
 #[path = "../examples/echo_client.rs"]
 #[allow(dead_code)]
 mod echo_client;
+#[path = "../examples/echo_server.rs"]
+#[allow(dead_code)]
+mod echo_server;
 #[path = "../examples/http_hello/main.rs"]
 #[allow(dead_code)]
 mod http_hello;
@@ -499,6 +502,8 @@ fn server_examples_refuse_bad_arguments() {
         let e = http_hello::run(args()).unwrap_err().to_string();
         assert!(!e.contains('\n'), "{e}");
         let e = chat::run(args()).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e}");
+        let e = echo_server::run(args()).unwrap_err().to_string();
         assert!(!e.contains('\n'), "{e}");
     }
     for args in [
