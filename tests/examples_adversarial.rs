@@ -421,7 +421,7 @@ fn rss_kib(pid: u32) -> u64 {
 /// write buffer (64 KiB high-water mark) of answers. Without that, the 50 MB
 /// offered (1.9 million requests) would be some 200 MB of buffered answers.
 /// Bounds: RSS grows by under 16 MiB (allocator and thread noise over the
-/// < 1 MiB expected) and stays under 64 MiB in all.
+/// < 1 MiB expected; it grew 0.6 MiB when written) and stays under 64 MiB.
 #[test]
 fn http_client_that_pipelines_and_never_reads_is_no_longer_read() {
     let (server, addr) = child_server("http_hello", &["127.0.0.1:0", "--head-timeout-ms", "60000"]);
@@ -444,11 +444,14 @@ fn http_client_that_pipelines_and_never_reads_is_no_longer_read() {
     let after = rss_kib(pid);
     println!("sent {sent} bytes; server RSS {before} KiB -> {after} KiB");
     assert!(sent < 50_000_000, "the server read all {sent} bytes");
-    assert!(
-        after - before.min(after) < 16 << 10,
-        "RSS {before} -> {after} KiB"
-    );
-    assert!(after < 64 << 10, "RSS {after} KiB");
+    // scripts/asan.sh raises the soak's slack: ASan's quarantine keeps freed memory.
+    let slack_mib: u64 = std::env::var("SOAK_RSS_SLACK_MIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16);
+    let grew = after.saturating_sub(before);
+    assert!(grew < slack_mib << 10, "RSS {before} -> {after} KiB");
+    assert!(after < (slack_mib + 48) << 10, "RSS {after} KiB");
     // Reading again resumes the server, the answers in order and whole.
     let one = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\
                Connection: keep-alive\r\n\r\nHello, world!";
