@@ -55,7 +55,8 @@ impl Room {
     fn broadcast(&mut self, from: &Transport, line: &str) {
         let mut slow = Vec::new();
         for (t, m) in &self.members {
-            if t == from || m.nick.is_none() {
+            // A member that is leaving (/quit) would log an ignored write.
+            if t == from || m.nick.is_none() || t.is_closing() {
                 continue;
             }
             if t.write_buffer_size() > MAX_BACKLOG {
