@@ -16,6 +16,9 @@ fn fetch(lp: &Loop, n: u32, delay: Duration) -> Deferred<u32> {
 }
 
 fn main() -> Result<(), deferloop::Error> {
+    // The library reports through `log` (fd exhaustion, contained panics,
+    // unhandled failures, ignored writes): show warnings unless RUST_LOG says otherwise.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let ev = EventLoop::new()?;
     let lp = ev.handle();
 

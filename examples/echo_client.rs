@@ -3,10 +3,15 @@
 //!
 //! Run (with `echo_server` listening on 127.0.0.1:7000):
 //! `cargo run --release --example echo_client -- 127.0.0.1:7000 [size=1024] [count=10000]`
+//!
+//! Bad arguments, a refused connect, or a connection that ends early: one line
+//! on stderr, exit status 1.
 
 use deferloop::net::{Protocol, Transport};
 use deferloop::{EventLoop, Failure};
 use std::cell::Cell;
+use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -72,34 +77,71 @@ impl Protocol for Pinger {
     }
 }
 
-#[allow(dead_code)]
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
-    let addr = args
-        .next()
-        .ok_or("usage: echo_client ADDR [size] [count]")?;
-    let size: usize = args.next().map_or(Ok(1024), |s| s.parse())?;
-    let count: u64 = args.next().map_or(Ok(10_000), |s| s.parse())?;
-    let ev = EventLoop::new()?;
-    let done = Rc::new(Cell::new(None));
-    let t0 = Instant::now();
-    let connected = ev
-        .connect_tcp(addr.parse()?, Pinger::new(size, count, done.clone()))
-        .connected();
-    ev.run_until(connected)
-        .map_err(|f| format!("connect to {addr} failed: {f}"))?;
-    let outcome = match done.take() {
-        Some(o) => o,
-        None => {
-            ev.run()?; // until the last echo: `connection_lost` stops the loop
-            done.take().expect("the connection ended")
-        }
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Args {
+    pub addr: SocketAddr,
+    pub size: usize,
+    pub count: u64,
+}
+
+const USAGE: &str = "usage: echo_client ADDR [SIZE=1024] [COUNT=10000]";
+
+/// Parses `ADDR [SIZE] [COUNT]`; the error is one line, ending with the usage.
+pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
+    let mut args = args.into_iter();
+    let addr = args.next().ok_or_else(|| format!("no address; {USAGE}"))?;
+    let addr = addr
+        .parse()
+        .map_err(|e| format!("address {addr:?}: {e}; {USAGE}"))?;
+    // Both at least 1: an empty message would never be echoed, so never end.
+    let mut positive = |name: &str, default: u64| match args.next() {
+        None => Ok(default),
+        Some(s) => match s.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("{name} {s:?}: not a positive integer; {USAGE}")),
+        },
     };
-    let n = outcome?;
-    let secs = t0.elapsed().as_secs_f64();
-    println!(
-        "{n} round trips of {size} bytes in {secs:.3} s: {:.0} per second",
-        n as f64 / secs
-    );
-    Ok(())
+    let size = positive("size", 1024)?;
+    let size = usize::try_from(size).map_err(|_| format!("size {size}: too large"))?;
+    let count = positive("count", 10_000)?;
+    match args.next() {
+        Some(extra) => Err(format!("unexpected argument {extra:?}; {USAGE}")),
+        None => Ok(Args { addr, size, count }),
+    }
+}
+
+/// Runs the client; returns the round trips made. Every error is one message:
+/// the connect failure, or why the connection ended early.
+pub fn run(args: &Args) -> Result<u64, String> {
+    let ev = EventLoop::new().map_err(|e| e.to_string())?;
+    let done = Rc::new(Cell::new(None));
+    let connected = ev.connect_tcp(args.addr, Pinger::new(args.size, args.count, done.clone()));
+    // The failure already names the address: no need to say it again.
+    ev.run_until(connected).map_err(|f| f.to_string())?;
+    if let Some(outcome) = done.take() {
+        return outcome;
+    }
+    ev.run().map_err(|e| e.to_string())?; // until the last echo: `connection_lost` stops the loop
+    done.take().expect("the connection ended")
+}
+
+#[allow(dead_code)]
+fn main() -> ExitCode {
+    // The library reports through `log` (fd exhaustion, contained panics,
+    // unhandled failures, ignored writes): show warnings unless RUST_LOG says otherwise.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let t0 = Instant::now();
+    match parse_args(std::env::args().skip(1)).and_then(|a| Ok((run(&a)?, a.size))) {
+        Ok((n, size)) => {
+            let secs = t0.elapsed().as_secs_f64();
+            let rate = n as f64 / secs;
+            println!("{n} round trips of {size} bytes in {secs:.3} s: {rate:.0} per second");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("echo_client: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

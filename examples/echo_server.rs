@@ -8,6 +8,7 @@ use deferloop::net::{Listener, Protocol, Transport};
 use deferloop::EventLoop;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::process::ExitCode;
 
 /// Echoes, and stops reading while the peer is not reading its echo (so a
 /// peer that only sends cannot grow our buffer without bound).
@@ -30,15 +31,32 @@ pub fn start(ev: &EventLoop, addr: SocketAddr) -> Result<Listener, deferloop::Er
     ev.listen_tcp(addr, || Echo)
 }
 
-#[allow(dead_code)]
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:0".into());
+/// `[ADDR]`: serves until killed.
+pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = args.into_iter();
+    let addr = args.next().unwrap_or_else(|| "127.0.0.1:0".into());
+    if let Some(extra) = args.next() {
+        return Err(format!("unexpected argument {extra:?}; usage: echo_server [ADDR]").into());
+    }
+    let addr: SocketAddr = addr.parse().map_err(|e| format!("address {addr:?}: {e}"))?;
     let ev = EventLoop::new()?;
-    let listener = start(&ev, addr.parse()?)?;
+    let listener = start(&ev, addr).map_err(|e| format!("listen on {addr}: {e}"))?;
     println!("{}", listener.local_addr());
     std::io::stdout().flush()?;
     ev.run()?;
     Ok(())
+}
+
+#[allow(dead_code)]
+fn main() -> ExitCode {
+    // The library reports through `log` (fd exhaustion, contained panics,
+    // unhandled failures, ignored writes): show warnings unless RUST_LOG says otherwise.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    match run(std::env::args().skip(1)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("echo_server: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -5,6 +5,9 @@ use deferloop::{gather_results, EventLoop, Failure, LoopingCall};
 use std::time::{Duration, Instant};
 
 fn main() -> Result<(), deferloop::Error> {
+    // The library reports through `log` (fd exhaustion, contained panics,
+    // unhandled failures, ignored writes): show warnings unless RUST_LOG says otherwise.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let ev = EventLoop::new()?;
     let lp = ev.handle();
     let t0 = Instant::now();

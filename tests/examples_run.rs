@@ -12,7 +12,7 @@ mod chat;
 #[path = "../examples/echo_server.rs"]
 #[allow(dead_code)]
 mod echo_server;
-#[path = "../examples/http_hello.rs"]
+#[path = "../examples/http_hello/main.rs"]
 #[allow(dead_code)]
 mod http_hello;
 #[path = "../examples/proxy.rs"]

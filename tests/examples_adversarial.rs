@@ -1,0 +1,590 @@
+//! The network examples against hostile and broken peers: malformed HTTP
+//! answered as RFC 9112 says, the size limits however the bytes arrive,
+//! slowloris, pipelining with and without reading, chat's control characters
+//! and nicknames, and the command-line errors. Loopback only; every loop is
+//! bounded in count, every read and write in time.
+//!
+//! Servers run on a loop of their own thread for the rest of the process; the
+//! tests that need a process of their own (RSS, exit status, stderr) re-run
+//! this binary as a child that plays the example's `main`.
+
+#[path = "../examples/chat.rs"]
+#[allow(dead_code)]
+mod chat;
+#[path = "../examples/echo_client.rs"]
+#[allow(dead_code)]
+mod echo_client;
+#[path = "../examples/echo_server.rs"]
+#[allow(dead_code)]
+mod echo_server;
+#[path = "../examples/http_hello/main.rs"]
+#[allow(dead_code)]
+mod http_hello;
+
+use deferloop::net::Listener;
+use deferloop::EventLoop;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest any single read or write of a test may block.
+const T: Duration = Duration::from_secs(10);
+
+fn any() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// Runs `start` on a loop of its own thread, for the rest of the process.
+fn serve(start: impl FnOnce(&EventLoop) -> Listener + Send + 'static) -> SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let ev = EventLoop::new().unwrap();
+        let listener = start(&ev);
+        tx.send(listener.local_addr().as_inet().unwrap()).unwrap();
+        ev.run().unwrap();
+    });
+    rx.recv_timeout(T).unwrap()
+}
+
+fn http_server(head_timeout: Duration) -> SocketAddr {
+    serve(move |ev| http_hello::start_with(ev, any(), head_timeout).unwrap())
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(T)).unwrap();
+    s.set_write_timeout(Some(T)).unwrap();
+    s
+}
+
+/// Sends `pieces` (10 ms apart, so they arrive as separate reads), then
+/// reads until the server closes. Panics if it does not within `T`.
+fn exchange(addr: SocketAddr, pieces: &[&[u8]]) -> String {
+    let mut s = connect(addr);
+    for (i, p) in pieces.iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // The server may answer and stop reading before the last piece.
+        if s.write_all(p).is_err() {
+            break;
+        }
+    }
+    let mut back = Vec::new();
+    s.read_to_end(&mut back)
+        .expect("the server closes the connection");
+    String::from_utf8_lossy(&back).into_owned()
+}
+
+/// `req` answered with exactly one response, `status`, and the close.
+fn assert_refused(addr: SocketAddr, req: &[u8], status: &str) {
+    let reply = exchange(addr, &[req]);
+    let what = String::from_utf8_lossy(req);
+    assert!(
+        reply.starts_with(&format!("HTTP/1.1 {status}\r\n")),
+        "{what:?}: {reply:?}"
+    );
+    assert!(
+        reply.contains("\r\nConnection: close\r\n"),
+        "{what:?}: {reply:?}"
+    );
+    assert_eq!(reply.matches("HTTP/1.1 ").count(), 1, "{what:?}: {reply:?}");
+}
+
+#[test]
+fn http_malformed_requests_are_refused_and_closed() {
+    let addr = http_server(http_hello::HEAD_TIMEOUT);
+    let h = |head: &str| format!("GET / HTTP/1.1\r\nHost: x\r\n{head}\r\n");
+    let cases: Vec<(String, &str)> = vec![
+        // Framing that could smuggle: the second request must never be answered.
+        (
+            h("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n")
+                + "0\r\n\r\nGET /evil HTTP/1.1\r\nHost: x\r\n\r\n",
+            "400 Bad Request",
+        ),
+        (
+            h("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n") + "0\r\n\r\n",
+            "400 Bad Request",
+        ),
+        (h("Content-Length: +5\r\n") + "hello", "400 Bad Request"),
+        (h("Content-Length: -1\r\n"), "400 Bad Request"),
+        (h("Content-Length: 5x\r\n") + "hello", "400 Bad Request"),
+        (h("Content-Length: five\r\n"), "400 Bad Request"),
+        (h("Content-Length: 0x5\r\n") + "hello", "400 Bad Request"),
+        (h("Content-Length: 5, 5\r\n") + "hello", "400 Bad Request"),
+        (h("Content-Length: \r\n"), "400 Bad Request"),
+        (
+            h("Content-Length: 5\r\nContent-Length: 6\r\n") + "hello!",
+            "400 Bad Request",
+        ),
+        // Identical repeats are refused too (as nginx does).
+        (
+            h("Content-Length: 5\r\nContent-Length: 5\r\n") + "hello",
+            "400 Bad Request",
+        ),
+        ("GET / HTTP/1.1\r\n\r\n".into(), "400 Bad Request"),
+        (h("Host: y\r\n"), "400 Bad Request"),
+        (
+            "GET / HTTP/1.0\r\nHost: x\r\nHost: y\r\n\r\n".into(),
+            "400 Bad Request",
+        ),
+        (
+            h("Host: x/y\r\n").replace("Host: x\r\n", ""),
+            "400 Bad Request",
+        ),
+        (
+            "GET / HTTP/2.0\r\nHost: x\r\n\r\n".into(),
+            "505 HTTP Version Not Supported",
+        ),
+        (
+            "GET / HTTP/1.2\r\nHost: x\r\n\r\n".into(),
+            "505 HTTP Version Not Supported",
+        ),
+        (
+            "GET / HTTP/0.9\r\nHost: x\r\n\r\n".into(),
+            "505 HTTP Version Not Supported",
+        ),
+        (
+            "GET / HTTX/1.1\r\nHost: x\r\n\r\n".into(),
+            "400 Bad Request",
+        ),
+        (
+            "GET / HTTP/1.1x\r\nHost: x\r\n\r\n".into(),
+            "400 Bad Request",
+        ),
+        (h("X-A: a\0b\r\n"), "400 Bad Request"),
+        (h("X-A: a\x01b\r\n"), "400 Bad Request"),
+        (h("X-A: a\x1b[31mb\r\n"), "400 Bad Request"),
+        (h("X-A: a\x7fb\r\n"), "400 Bad Request"),
+        (h("X-A: a\rb\r\n"), "400 Bad Request"),
+        (h("X-A: a\r\n folded\r\n"), "400 Bad Request"),
+        (h("X-A : a\r\n"), "400 Bad Request"),
+        (
+            "GET  / HTTP/1.1\r\nHost: x\r\n\r\n".into(),
+            "400 Bad Request",
+        ),
+        (
+            "G\0T / HTTP/1.1\r\nHost: x\r\n\r\n".into(),
+            "400 Bad Request",
+        ),
+        // Chunked is framed, but this server does not decode it.
+        (
+            h("Transfer-Encoding: chunked\r\n") + "5\r\nhello\r\n0\r\n\r\n",
+            "501 Not Implemented",
+        ),
+        (h("Transfer-Encoding: gzip\r\n"), "400 Bad Request"),
+        (h("Transfer-Encoding: chunked, gzip\r\n"), "400 Bad Request"),
+        (
+            "GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".into(),
+            "400 Bad Request",
+        ),
+    ];
+    for (req, status) in &cases {
+        assert_refused(addr, req.as_bytes(), status);
+    }
+}
+
+#[test]
+fn http_accepts_what_rfc_9112_allows() {
+    let addr = http_server(http_hello::HEAD_TIMEOUT);
+    let ok = |req: &str| {
+        let reply = exchange(addr, &[req.as_bytes()]);
+        assert!(
+            reply.starts_with("HTTP/1.1 200 OK\r\n"),
+            "{req:?}: {reply:?}"
+        );
+        reply
+    };
+    // HTTP/1.0 needs no Host, and closes by default.
+    assert!(ok("GET / HTTP/1.0\r\n\r\n").ends_with("Connection: close\r\n\r\nHello, world!"));
+    ok("\r\nGET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    ok("GET / HTTP/1.1\r\nHost: [::1]:80\r\nConnection: close\r\n\r\n");
+    ok("GET / HTTP/1.1\r\nHost: x\r\nX-A: caf\u{e9} \t tab\r\nConnection: close\r\n\r\n");
+    ok("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 005\r\nConnection: close\r\n\r\nhello");
+    // HEAD: the same head, no body.
+    let head = ok("HEAD / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(
+        head.ends_with("Content-Length: 13\r\nConnection: close\r\n\r\n"),
+        "{head:?}"
+    );
+}
+
+/// A head of `len` bytes exactly (with its blank line) and `body` announced.
+fn request_of(len: usize, body: usize) -> Vec<u8> {
+    let start = format!("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {body}\r\nX-Pad: ");
+    let end = "\r\nConnection: close\r\n\r\n";
+    let mut r = start.clone().into_bytes();
+    r.resize(len - end.len(), b'a');
+    r.extend_from_slice(end.as_bytes());
+    r.resize(len + body, b'b');
+    r
+}
+
+#[test]
+fn http_head_and_body_limits_hold_however_the_bytes_arrive() {
+    let addr = http_server(http_hello::HEAD_TIMEOUT);
+    let (head, body) = (
+        http_hello::request::MAX_HEAD,
+        http_hello::request::MAX_BODY as usize,
+    );
+    let cases = [
+        (request_of(head, 0), "200 OK"),
+        (
+            request_of(head + 1, 0),
+            "431 Request Header Fields Too Large",
+        ),
+        (
+            request_of(4 * head, 0),
+            "431 Request Header Fields Too Large",
+        ),
+        (request_of(500, body), "200 OK"),
+        (request_of(500, body + 1), "413 Content Too Large"),
+        (request_of(500, 10 * body), "413 Content Too Large"),
+    ];
+    for (req, status) in &cases {
+        let line = format!("HTTP/1.1 {status}\r\n");
+        // One write; two halves; and pieces of 1000 bytes.
+        let half = req.len() / 2;
+        let thousands: Vec<&[u8]> = req.chunks(1000).collect();
+        for pieces in [&[&req[..]][..], &[&req[..half], &req[half..]], &thousands] {
+            let reply = exchange(addr, pieces);
+            assert!(
+                reply.starts_with(&line),
+                "{} in {}: {reply:?}",
+                req.len(),
+                pieces.len()
+            );
+            assert_eq!(reply.matches("HTTP/1.1 ").count(), 1, "{reply:?}");
+        }
+    }
+    // Too many header lines, each short.
+    let many = format!("GET / HTTP/1.1\r\nHost: x\r\n{}\r\n", "X: y\r\n".repeat(80));
+    assert_refused(addr, many.as_bytes(), "431 Request Header Fields Too Large");
+}
+
+#[test]
+fn http_slowloris_is_cut_off_by_the_head_timeout() {
+    let timeout = Duration::from_millis(300);
+    let addr = http_server(timeout);
+    let mut s = connect(addr);
+    let mut w = s.try_clone().unwrap();
+    // One byte every 100 ms of a head that never ends, for at most 10 s.
+    let writer = std::thread::spawn(move || {
+        let head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: "
+            .iter()
+            .chain([b'a'; 100].iter());
+        for b in head {
+            if w.write_all(&[*b]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let t0 = Instant::now();
+    let mut back = String::new();
+    s.read_to_string(&mut back).expect("the server closes");
+    let took = t0.elapsed();
+    assert!(
+        back.starts_with("HTTP/1.1 408 Request Timeout\r\n"),
+        "{back:?}"
+    );
+    assert!(
+        took < timeout + Duration::from_secs(2),
+        "closed after {took:?}"
+    );
+    drop(s);
+    writer.join().unwrap();
+
+    // An idle connection is closed silently.
+    let t0 = Instant::now();
+    let back = exchange(addr, &[]);
+    assert_eq!(back, "");
+    assert!(t0.elapsed() < timeout + Duration::from_secs(2));
+}
+
+#[test]
+fn http_pipelined_requests_are_answered_in_order() {
+    let addr = http_server(http_hello::HEAD_TIMEOUT);
+    let get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    let head = "HEAD / HTTP/1.1\r\nHost: x\r\n\r\n";
+    // A body that looks like a request is a body, not a request.
+    let post = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{head}",
+        head.len()
+    );
+    let last = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let all = [get, head, &post, head, get, last].concat();
+    // In one write, and byte by byte in 97-byte pieces.
+    let pieces: Vec<&[u8]> = all.as_bytes().chunks(97).collect();
+    for p in [vec![all.as_bytes()], pieces] {
+        let reply = exchange(addr, &p);
+        let answers: Vec<&str> = reply.split("HTTP/1.1 200 OK\r\n").skip(1).collect();
+        let with_body: Vec<bool> = answers
+            .iter()
+            .map(|a| a.ends_with("Hello, world!"))
+            .collect();
+        assert_eq!(
+            with_body,
+            [true, false, true, false, true, true],
+            "{reply:?}"
+        );
+        assert!(answers[5].contains("Connection: close"), "{reply:?}");
+    }
+}
+
+// ---- tests in a child process ----------------------------------------------
+
+/// Names the example a child plays, then its arguments, one per line.
+const CHILD: &str = "EXAMPLES_ADVERSARIAL_CHILD";
+
+/// In a child (and only there): what the example's `main` does — install the
+/// logger, run, and on error print one line and exit 1.
+#[test]
+fn child_main() {
+    let Ok(spec) = std::env::var(CHILD) else {
+        return;
+    };
+    let mut args = spec.lines().map(str::to_owned);
+    let name = args.next().unwrap();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let outcome = match name.as_str() {
+        "http_hello" => http_hello::run(args).map_err(|e| e.to_string()),
+        "chat" => chat::run(args).map_err(|e| e.to_string()),
+        "echo_client" => echo_client::parse_args(args).and_then(|a| echo_client::run(&a).map(drop)),
+        _ => unreachable!("{name}"),
+    };
+    if let Err(e) = outcome {
+        eprintln!("{name}: {e}");
+        std::process::exit(1);
+    }
+    std::process::exit(0);
+}
+
+/// This binary, re-run to play `name` with `args`.
+fn child(name: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "child_main", "--nocapture", "--test-threads=1"])
+        .env(
+            CHILD,
+            [name]
+                .iter()
+                .chain(args)
+                .copied()
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    c
+}
+
+/// A child process that is killed when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a server example in a child; returns it and the address it printed.
+fn child_server(name: &str, args: &[&str]) -> (Killed, SocketAddr) {
+    let mut c = Killed(child(name, args).stdout(Stdio::piped()).spawn().unwrap());
+    let out = BufReader::new(c.0.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Past libtest's own words ("test child_main ... "), the address.
+    std::thread::spawn(move || {
+        let addr = out
+            .lines()
+            .take(20)
+            .find_map(|l| l.ok()?.split_whitespace().last()?.parse().ok());
+        let _ = tx.send(addr);
+    });
+    let addr = rx
+        .recv_timeout(T)
+        .unwrap()
+        .expect("the child printed its address");
+    (c, addr)
+}
+
+/// The resident set of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A client that pipelines requests and never reads must stop being read:
+/// the server keeps at most one read (256 KiB) of held-back requests and one
+/// write buffer (64 KiB high-water mark) of answers. Without that, the 50 MB
+/// offered (1.9 million requests) would be some 200 MB of buffered answers.
+/// Bounds: RSS grows by under 16 MiB (allocator and thread noise over the
+/// < 1 MiB expected; it grew 0.6 MiB when written) and stays under 64 MiB.
+#[test]
+fn http_client_that_pipelines_and_never_reads_is_no_longer_read() {
+    let (server, addr) = child_server("http_hello", &["127.0.0.1:0", "--head-timeout-ms", "60000"]);
+    let pid = server.0.id();
+    let before = rss_kib(pid);
+    let mut s = connect(addr);
+    s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+    let get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    let burst = get.repeat(64 * 1024 / get.len());
+    let mut sent = 0usize;
+    // At most 50 MB; a write blocked for a second means the server stopped reading.
+    while sent < 50_000_000 {
+        match s.write(burst.as_bytes()) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let after = rss_kib(pid);
+    println!("sent {sent} bytes; server RSS {before} KiB -> {after} KiB");
+    assert!(sent < 50_000_000, "the server read all {sent} bytes");
+    // scripts/asan.sh raises the soak's slack: ASan's quarantine keeps freed memory.
+    let slack_mib: u64 = std::env::var("SOAK_RSS_SLACK_MIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16);
+    let grew = after.saturating_sub(before);
+    assert!(grew < slack_mib << 10, "RSS {before} -> {after} KiB");
+    assert!(after < (slack_mib + 48) << 10, "RSS {after} KiB");
+    // Reading again resumes the server, the answers in order and whole.
+    let one = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\
+               Connection: keep-alive\r\n\r\nHello, world!";
+    let mut back = vec![0; 20_000 * one.len()];
+    s.read_exact(&mut back).unwrap();
+    assert!(back == one.repeat(20_000).as_bytes());
+}
+
+/// Runs the echo_client child with `args`: its stderr, asserting exit 1.
+fn echo_client_fails(args: &[&str]) -> String {
+    let out = child("echo_client", args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one line, not {err:?}");
+    assert!(err.starts_with("echo_client: "), "{err:?}");
+    err
+}
+
+#[test]
+fn echo_client_errors_are_one_line_and_exit_1() {
+    for args in [
+        &[][..],
+        &["nowhere"],
+        &["127.0.0.1:7000", "0"],
+        &["127.0.0.1:7000", "x"],
+        &["127.0.0.1:7000", ""],
+        &["127.0.0.1:7000", "10", "-5"],
+        &["127.0.0.1:7000", "10", "0"],
+        &["127.0.0.1:7000", "10", "5", "extra"],
+    ] {
+        echo_client_fails(args);
+    }
+    // A refused connect: a port just freed.
+    let port = std::net::TcpListener::bind(any())
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let err = echo_client_fails(&[&port.to_string()]);
+    assert!(err.contains("refused"), "{err}");
+    // A server that accepts and closes at once.
+    let l = std::net::TcpListener::bind(any()).unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || drop(l.accept()));
+    echo_client_fails(&[&addr, "10", "3"]);
+}
+
+#[test]
+fn server_examples_refuse_bad_arguments() {
+    for args in [&["nowhere"][..], &["127.0.0.1:0", "extra"], &["--bogus"]] {
+        let args = || args.iter().map(|a| a.to_string());
+        let e = http_hello::run(args()).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e}");
+        let e = chat::run(args()).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e}");
+        let e = echo_server::run(args()).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e}");
+    }
+    for args in [
+        &["--head-timeout-ms"][..],
+        &["--head-timeout-ms", "0"],
+        &["--head-timeout-ms", "x"],
+    ] {
+        let e = http_hello::run(args.iter().map(|a| a.to_string())).unwrap_err();
+        assert!(e.to_string().starts_with("--head-timeout-ms"), "{e}");
+    }
+}
+
+// ---- chat --------------------------------------------------------------------
+
+/// A chat client: writes lines, reads lines (each within `T`).
+struct ChatClient(TcpStream, BufReader<TcpStream>);
+
+impl ChatClient {
+    fn join(addr: SocketAddr, nick: &str) -> ChatClient {
+        let s = connect(addr);
+        let mut c = ChatClient(s.try_clone().unwrap(), BufReader::new(s));
+        assert_eq!(c.line(), "Welcome! Your nickname?");
+        c.say(nick);
+        c
+    }
+    fn say(&mut self, line: &str) {
+        self.0.write_all(format!("{line}\n").as_bytes()).unwrap();
+    }
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.1.read_line(&mut l).unwrap();
+        l.trim_end_matches('\n').to_owned()
+    }
+}
+
+#[test]
+fn chat_strips_control_characters_and_escapes_from_what_it_broadcasts() {
+    let addr = serve(|ev| chat::start(ev, any()).unwrap());
+    let mut ann = ChatClient::join(addr, "ann");
+    assert_eq!(ann.line(), "Hello, ann!");
+    let mut bob = ChatClient::join(addr, "b\x1b[1mo\x07b\r");
+    assert_eq!(bob.line(), "Hello, bob!");
+    assert_eq!(ann.line(), "* bob joined");
+    let evil = "a\x1b[2J\x1b[31;1mred\x1b[0m \x1b]0;title\x07b\x1b]8;;http://x\x1b\\c \
+                tab\there nul\0 bell\x07 del\x7f c1\u{9b}6n esc\x1bc \x08\x08\x0c end\r";
+    bob.say(evil);
+    assert_eq!(
+        ann.line(),
+        "<bob> ared bc tabhere nul bell del c16n esc  end"
+    );
+    // A line that is nothing but escapes is not broadcast at all.
+    bob.say("\x1b[A\x1b[2K\x07");
+    bob.say("plain");
+    assert_eq!(ann.line(), "<bob> plain");
+    assert_eq!(
+        chat::printable("caf\u{e9} \u{1F600}"),
+        "caf\u{e9} \u{1F600}"
+    );
+}
+
+#[test]
+fn chat_taken_nickname_asks_again_and_takes_the_next_line() {
+    let addr = serve(|ev| chat::start(ev, any()).unwrap());
+    let mut ann = ChatClient::join(addr, "ann");
+    assert_eq!(ann.line(), "Hello, ann!");
+    let mut bob = ChatClient::join(addr, "ann");
+    assert_eq!(bob.line(), "That nickname is taken. Another?");
+    bob.say("two words");
+    assert_eq!(bob.line(), "A nickname is one word. Your nickname?");
+    bob.say("bob");
+    assert_eq!(bob.line(), "Hello, bob!");
+    assert_eq!(ann.line(), "* bob joined");
+    // Renaming to a taken name: the next line is the nickname, not a message.
+    bob.say("/nick ann");
+    assert_eq!(bob.line(), "That nickname is taken. Another?");
+    bob.say("robert");
+    assert_eq!(bob.line(), "Hello, robert!");
+    assert_eq!(ann.line(), "* bob is now robert");
+    bob.say("hi");
+    assert_eq!(ann.line(), "<robert> hi");
+}
