@@ -55,8 +55,10 @@ pub mod list;
 pub mod lock;
 mod node;
 pub mod queue;
+mod run;
 pub mod task;
 pub mod timeout;
+mod value;
 
 pub use errors::{
     AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, NotLocked, NotPaused,
