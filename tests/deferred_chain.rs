@@ -282,14 +282,19 @@ fn unmatched_unpause_is_not_paused_and_count_stays_zero() {
     assert_eq!(d.result().unwrap().unwrap(), 2); // not stuck paused at -1
 }
 
-/// `result()` is `None` before firing and while paused.
+/// `result()` hands the Deferred back before firing and while paused, and
+/// the handed-back chain is intact: it still gives its result later.
 #[test]
-fn result_is_none_unless_fired_and_idle() {
-    let (d, _r) = Deferred::<u8>::new();
-    assert!(d.result().is_none());
+fn result_hands_the_deferred_back_unless_fired_and_idle() {
+    let (d, r) = Deferred::<u8>::new();
+    let d = d.result().unwrap_err();
+    r.callback(2).unwrap();
+    assert_eq!(d.result().unwrap().unwrap(), 2);
     let d = succeed(1u8);
     d.pause();
-    assert!(d.result().is_none());
+    let d = d.result().unwrap_err();
+    d.unpause().unwrap();
+    assert_eq!(d.result().unwrap().unwrap(), 1);
 }
 
 /// R34: succeed/fail give fired Deferreds; fail keeps an existing Failure as is.

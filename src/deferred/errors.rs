@@ -1,7 +1,7 @@
 //! The errors of the Deferred layer: what firing, pausing, cancelling, timing out,
 //! the list helpers and the lock/queue helpers report.
 //!
-//! Owns `AlreadyCalled`, `NotPaused`, `ChainedToSelf`, `Cancelled`, `TimedOut`,
+//! Owns `Abandoned`, `AlreadyCalled`, `NotPaused`, `ChainedToSelf`, `Cancelled`, `TimedOut`,
 //! `FirstError`, `FailureGroup`, `QueueOverflow`, `QueueUnderflow`, `NotLocked`.
 //! Errors that are *events* (`Cancelled`, `TimedOut`, `FirstError`, ...) travel
 //! inside a [`Failure`]; misuse errors (`AlreadyCalled`, `NotPaused`, ...) are
@@ -65,6 +65,33 @@ impl fmt::Display for ChainedToSelf {
 }
 
 impl StdError for ChainedToSelf {}
+
+/// Every [`Resolver`](super::Resolver) of the Deferred was dropped before it
+/// fired: nobody can fire it any more, so its chain fails with this instead
+/// of waiting forever (what a dropped `oneshot::Sender` does to its receiver).
+///
+/// The failure's origin is where the last `Resolver` was made (created or
+/// cloned); Rust does not tell a `drop` where it happens, so with
+/// `RUST_BACKTRACE=1` the failure also carries a backtrace of the drop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abandoned {
+    /// Where the Deferred was created.
+    pub created_at: &'static Location<'static>,
+    /// Where the last `Resolver` to be dropped was created or cloned.
+    pub resolver_made_at: &'static Location<'static>,
+}
+
+impl fmt::Display for Abandoned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Deferred created at {} was abandoned: its last Resolver (made at {}) was dropped before firing it",
+            self.created_at, self.resolver_made_at
+        )
+    }
+}
+
+impl StdError for Abandoned {}
 
 /// The Deferred was cancelled (Twisted's `CancelledError`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -88,6 +88,20 @@ impl Failure {
         }))
     }
 
+    /// Like [`with_origin`](Self::with_origin), with a backtrace of the
+    /// current stack if `RUST_BACKTRACE` (or `RUST_LIB_BACKTRACE`) asks for one.
+    pub(crate) fn with_origin_and_backtrace<E: StdError + 'static>(
+        error: E,
+        at: &'static Location<'static>,
+    ) -> Failure {
+        Failure(Rc::new(Inner {
+            error: Box::new(error),
+            origin: at,
+            backtrace: Some(Backtrace::capture()),
+            panic: false,
+        }))
+    }
+
     /// Turns a caught panic payload into a failure whose error is [`Panicked`];
     /// `at` is the location of the code that was running (its scheduling site).
     pub(crate) fn from_panic(

@@ -35,7 +35,8 @@ pub enum ListResult<T> {
 /// - by default, once every input has fired: [`ListResult::All`] in input order
 ///   (an empty list fires `All(vec![])` at once);
 /// - with `fire_on_one_callback(true)`: [`ListResult::First`] for the first success
-///   (an empty list never fires; if all inputs fail it fires `All` of the failures,
+///   (an empty list cannot fire, so it fails with [`Abandoned`](super::Abandoned)
+///   at once where Twisted's waits forever; if all inputs fail it fires `All` of the failures,
 ///   as Twisted does);
 /// - with `fire_on_one_errback(true)`: an errback with [`FirstError`] for the first
 ///   failure.
@@ -50,7 +51,7 @@ pub enum ListResult<T> {
 ///     .consume_errors(true)
 ///     .build();
 /// r.callback(3).unwrap(); // the last input fires the list
-/// let Some(Ok(ListResult::All(results))) = list.result() else { panic!() };
+/// let Ok(Ok(ListResult::All(results))) = list.result() else { panic!() };
 /// assert_eq!(results[0].as_ref().unwrap(), &1);
 /// assert_eq!(results[1].as_ref().unwrap_err().to_string(), "no");
 /// assert_eq!(results[2].as_ref().unwrap(), &3);
@@ -185,18 +186,14 @@ fn record<T: 'static>(
             _ => Ok(()),
         };
     }
+    let mut undelivered = Vec::new();
     let fire = match r {
         Ok(value) if s.fire_on_one_callback => {
             // Failures stored so far are delivered nowhere now.
             if !s.consume_errors {
                 for (k, slot) in s.results.iter().enumerate() {
                     if let Some(Err(f)) = slot {
-                        log::error!(
-                            "Unhandled error in Deferred created at {}: {} (failure origin: {})",
-                            s.created[k],
-                            f,
-                            f.origin()
-                        );
+                        undelivered.push((f.clone(), s.created[k]));
                     }
                 }
             }
@@ -224,6 +221,9 @@ fn record<T: 'static>(
     let results = std::mem::take(&mut s.results);
     drop(s);
     drop((inputs, results));
+    for (f, created_at) in undelivered {
+        super::unhandled::report(f, created_at);
+    }
     let _ = resolver.resolve(fire);
     Ok(())
 }

@@ -58,16 +58,18 @@ pub mod queue;
 mod run;
 pub mod task;
 pub mod timeout;
+mod unhandled;
 mod value;
 
 pub use errors::{
-    AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, NotLocked, NotPaused,
-    QueueOverflow, QueueUnderflow, TimedOut,
+    Abandoned, AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, NotLocked,
+    NotPaused, QueueOverflow, QueueUnderflow, TimedOut,
 };
 pub use list::{gather_results, race, DeferredList, ListResult};
 pub use lock::{DeferredLock, DeferredSemaphore};
 pub use queue::DeferredQueue;
 pub use task::{defer_later, LoopingCall};
+pub use unhandled::{set_unhandled_failure_hook, UnhandledFailure, UnhandledFailureHook};
 
 use crate::Failure;
 use node::{Node, NodeRef, Outcome, Res, StepFn, Value, WeakNode};
@@ -99,9 +101,14 @@ use std::rc::Rc;
 /// - Adding a pair to a fired, idle Deferred runs it before `add_*` returns;
 ///   adding from inside a running callback of the same chain only appends.
 /// - While [paused](Self::pause), firing and adding only store.
+/// - If every [`Resolver`] is dropped before firing, the chain fails with
+///   [`Abandoned`] at that moment (as a dropped `oneshot::Sender` does): a
+///   Deferred nobody can fire does not wait forever.
 /// - A Deferred dropped (with its `Resolver`s) while its final result is a
-///   failure logs `"Unhandled error in Deferred"` once via `log::error!`, with its
-///   creation site and the failure's origin.
+///   failure reports it once: to the hook installed with
+///   [`set_unhandled_failure_hook`], else with `log::error!` (`"Unhandled error
+///   in Deferred"`, its creation site and the failure's origin). To let a
+///   chain go on purpose, call [`detach`](Self::detach).
 ///
 /// `Deferred<T>` is consumed by every `add_*` and is not `Clone`: exactly one
 /// party extends a chain, and nobody can add callbacks to a Deferred after
@@ -113,6 +120,22 @@ use std::rc::Rc;
 /// send(deferloop::deferred::succeed(1u8));
 /// ```
 ///
+/// Both handles are invariant in `T`, since both put a `T` in and take one
+/// out: a handle for a more general type cannot pass for a more specific one.
+///
+/// ```compile_fail
+/// use deferloop::{Deferred, Resolver};
+/// fn narrow(r: Resolver<for<'a> fn(&'a str)>) -> Resolver<fn(&'static str)> {
+///     r
+/// }
+/// ```
+/// ```compile_fail
+/// use deferloop::Deferred;
+/// fn narrow<'x>(d: Deferred<&'static str>) -> Deferred<&'x str> {
+///     d
+/// }
+/// ```
+///
 /// # Errors
 /// Firing twice returns [`AlreadyCalled`] from the [`Resolver`];
 /// [`unpause`](Self::unpause) without `pause` returns [`NotPaused`]. Errors of
@@ -120,40 +143,76 @@ use std::rc::Rc;
 #[must_use = "a Deferred does nothing unless callbacks are added or it is kept"]
 pub struct Deferred<T> {
     node: NodeRef,
-    _t: PhantomData<*const T>,
+    /// Invariant in `T` (the chain reads and writes `T`s), and `!Send`.
+    _t: PhantomData<*mut T>,
 }
 
 /// The firing side of a [`Deferred`]: `callback`, `errback`, `resolve`.
 ///
 /// Cheap to clone; all clones fire the same Deferred (once). Holding a
-/// `Resolver` keeps the Deferred's state alive.
+/// `Resolver` keeps the Deferred's state alive. When the last one is dropped
+/// before the Deferred fired, the chain fails with [`Abandoned`].
 pub struct Resolver<T> {
     node: NodeRef,
-    _t: PhantomData<*const T>,
+    /// Where this Resolver was created or cloned (the origin of [`Abandoned`]).
+    made_at: &'static Location<'static>,
+    /// Invariant in `T`, as `Deferred`.
+    _t: PhantomData<*mut T>,
 }
 
-impl<T> Clone for Resolver<T> {
-    fn clone(&self) -> Self {
+impl<T> Resolver<T> {
+    fn from_node(node: NodeRef, made_at: &'static Location<'static>) -> Resolver<T> {
+        node::add_resolver(&node);
         Resolver {
-            node: self.node.clone(),
+            node,
+            made_at,
             _t: PhantomData,
         }
     }
 }
 
-/// One step of a chain, as returned by a callback (see [`IntoStep`]).
-#[doc(hidden)]
-pub enum Step<U> {
-    /// A plain result.
-    Ready(Result<U, Failure>),
-    /// A Deferred to chain.
-    Chain(Deferred<U>),
+impl<T> Clone for Resolver<T> {
+    #[track_caller]
+    fn clone(&self) -> Self {
+        Resolver::from_node(self.node.clone(), Location::caller())
+    }
 }
+
+impl<T> Drop for Resolver<T> {
+    fn drop(&mut self) {
+        node::drop_resolver(&self.node, self.made_at);
+    }
+}
+
+mod sealed {
+    /// What a callback may return, as the chain runs it: implemented only
+    /// here, so the set of [`IntoStep`](super::IntoStep) types stays closed.
+    pub enum Step<U> {
+        /// A plain result.
+        Ready(Result<U, crate::Failure>),
+        /// A Deferred to chain.
+        Chain(super::Deferred<U>),
+    }
+
+    pub trait Sealed {}
+    impl<U> Sealed for Result<U, crate::Failure> {}
+    impl<U> Sealed for super::Deferred<U> {}
+}
+use sealed::Step;
 
 /// What a callback may return: `Result<U, Failure>` (use `?` on any error, since
 /// every `std::error::Error` converts into a [`Failure`]) or a `Deferred<U>`
 /// (chaining). The associated type lets the compiler infer `U`.
-pub trait IntoStep {
+///
+/// The trait is sealed: those two are the only implementations.
+///
+/// ```compile_fail
+/// struct Mine;
+/// impl deferloop::IntoStep for Mine {
+///     type Output = ();
+/// }
+/// ```
+pub trait IntoStep: sealed::Sealed {
     /// The value type the chain continues with.
     type Output: 'static;
     /// Converts into a step.
@@ -266,11 +325,9 @@ impl<T: 'static> Deferred<T> {
     /// creation site (shown in [`AlreadyCalled`] and unhandled-error logs).
     #[track_caller]
     pub fn new() -> (Deferred<T>, Resolver<T>) {
-        let node = Node::new_ref(Location::caller());
-        let r = Resolver {
-            node: node.clone(),
-            _t: PhantomData,
-        };
+        let at = Location::caller();
+        let node = Node::new_ref(at);
+        let r = Resolver::from_node(node.clone(), at);
         (Deferred::from_node(node), r)
     }
 
@@ -280,14 +337,12 @@ impl<T: 'static> Deferred<T> {
     /// dropped when the Deferred fires.
     #[track_caller]
     pub fn with_canceller(f: impl FnOnce(&Resolver<T>) + 'static) -> (Deferred<T>, Resolver<T>) {
+        let at = Location::caller();
         let (d, r) = Deferred::new();
         d.node
             .borrow_mut()
             .set_canceller(Box::new(move |node: &NodeRef| {
-                f(&Resolver {
-                    node: node.clone(),
-                    _t: PhantomData,
-                })
+                f(&Resolver::from_node(node.clone(), at))
             }));
         (d, r)
     }
@@ -410,11 +465,41 @@ impl<T: 'static> Deferred<T> {
     }
 
     /// Takes the result if the Deferred has fired and has nothing left to run
-    /// (not paused, not waiting, not running); `None` otherwise. Taking a failure
-    /// counts as handling it (it is not reported).
-    pub fn result(self) -> Option<Result<T, Failure>> {
-        node::take_result(&self.node).map(|r| r.map(Value::take::<T>))
+    /// (not paused, not waiting, not running); otherwise hands the Deferred
+    /// back unchanged, as `Err`, so a pending chain is not lost. Taking a
+    /// failure counts as handling it (it is not reported).
+    ///
+    /// ```
+    /// use deferloop::Deferred;
+    ///
+    /// let (d, r) = Deferred::<u8>::new();
+    /// let d = d.result().unwrap_err(); // not fired yet: the handle comes back
+    /// r.callback(7).unwrap();
+    /// assert_eq!(d.result().unwrap().unwrap(), 7);
+    /// ```
+    ///
+    /// # Errors
+    /// The Deferred itself, when it has no result to give yet.
+    pub fn result(self) -> Result<Result<T, Failure>, Deferred<T>> {
+        match node::take_result(&self.node) {
+            Some(r) => Ok(r.map(Value::take::<T>)),
+            None => Err(self),
+        }
     }
+
+    /// Lets the chain go: nobody will add to it or take its result. It still
+    /// runs when fired, and a failure at its end is still reported as
+    /// unhandled (see [`set_unhandled_failure_hook`]). The named way to do what
+    /// `let _ = d.add_errback(..)` did.
+    ///
+    /// ```
+    /// use deferloop::Deferred;
+    ///
+    /// let (d, r) = Deferred::<u8>::new();
+    /// d.map(|n| println!("got {n}")).detach();
+    /// r.callback(1).unwrap();
+    /// ```
+    pub fn detach(self) {}
 
     /// Where the Deferred was created.
     pub fn created_at(&self) -> &'static Location<'static> {
@@ -442,11 +527,15 @@ impl<T: 'static> Deferred<T> {
 impl<T> fmt::Debug for Deferred<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.node.borrow();
-        f.debug_struct("Deferred")
-            .field("created_at", &format_args!("{}", n.created_at()))
+        let mut s = f.debug_struct("Deferred");
+        s.field("created_at", &format_args!("{}", n.created_at()))
             .field("called", &n.is_called())
-            .field("paused", &n.is_paused())
-            .finish()
+            .field("paused", &n.is_paused());
+        // Twisted's repr: "waiting on Deferred at ...".
+        if let Some(at) = n.waiting_on() {
+            s.field("waiting_on", &format_args!("Deferred created at {at}"));
+        }
+        s.finish()
     }
 }
 
@@ -517,6 +606,22 @@ impl<T: 'static> Resolver<T> {
     #[track_caller]
     fn fire(&self, r: Res) -> Result<(), AlreadyCalled> {
         node::fire(&self.node, r, Location::caller()).map_err(|(e, _)| e)
+    }
+
+    /// Fires the Deferred with `v` if it has not fired yet; `false` (and `v`
+    /// dropped) if it had. For a producer that may legitimately finish twice,
+    /// e.g. an answer then a close: the second is expected, not a bug.
+    #[track_caller]
+    pub fn callback_if_pending(&self, v: T) -> bool {
+        self.fire(Ok(Value::new(v))).is_ok()
+    }
+
+    /// Fails the Deferred with `f` if it has not fired yet; `false` (and `f`
+    /// dropped, not reported) if it had. See
+    /// [`callback_if_pending`](Self::callback_if_pending).
+    #[track_caller]
+    pub fn errback_if_pending(&self, f: impl Into<Failure>) -> bool {
+        self.fire(Err(f.into())).is_ok()
     }
 
     /// Fires, handing back the result if the Deferred had already fired (for

@@ -23,7 +23,7 @@
 //! nobody can tell. Code on that path has no panicking branch while it owns a
 //! value: a cleanup pad would pin the value to the stack (see `Value::take`).
 
-use super::errors::{AlreadyCalled, Cancelled};
+use super::errors::{Abandoned, AlreadyCalled, Cancelled};
 use super::links::Links;
 use super::run::{call, run, run_calls, settle, Next};
 pub(crate) use super::value::Value;
@@ -124,6 +124,12 @@ pub(crate) struct Node {
     pub(super) running: bool,
     pub(super) suppress_already_called: bool,
     pub(super) paused: u32,
+    /// Live `Resolver`s: when the last one goes while the node is unfired,
+    /// nobody can fire it any more (see [`drop_resolver`]).
+    pub(super) resolvers: u32,
+    /// The result is an [`Abandoned`] failure that no callback was there to
+    /// see: dropping it unseen is not worth a report (nobody was waiting).
+    pub(super) quiet: bool,
     /// Waiting for a Deferred returned by a callback (Twisted counts this in
     /// `paused`; kept apart here so an unmatched `unpause` cannot end the wait).
     pub(super) waiting: bool,
@@ -144,6 +150,8 @@ impl Node {
             running: false,
             suppress_already_called: false,
             paused: 0,
+            resolvers: 0,
+            quiet: false,
             waiting: false,
             chained_to: None,
             canceller: None,
@@ -174,6 +182,16 @@ impl Node {
 
     pub(crate) fn is_paused(&self) -> bool {
         self.paused > 0 || self.waiting
+    }
+
+    /// Where the Deferred this one waits on was created, if it waits on one.
+    pub(crate) fn waiting_on(&self) -> Option<&'static Location<'static>> {
+        if !self.waiting {
+            return None;
+        }
+        let inner = self.chained_to.as_ref()?.upgrade()?;
+        let at = inner.try_borrow().ok()?.created_at;
+        Some(at)
     }
 
     pub(crate) fn set_canceller(&mut self, c: Canceller) {
@@ -212,6 +230,7 @@ impl Node {
 #[inline]
 pub(crate) fn add_link(node: &NodeRef, link: Link) {
     let mut n = node.borrow_mut();
+    n.quiet = false;
     n.links.push_back(link);
     let go = n.called && n.runnable();
     drop(n);
@@ -231,6 +250,7 @@ pub(crate) fn add_call(
     at: &'static Location<'static>,
 ) {
     let mut n = node.borrow_mut();
+    n.quiet = false;
     let go = n.called && n.runnable();
     if !(go && n.links.is_empty()) {
         n.links.push_back(Link::Call(callback(step), at));
@@ -298,6 +318,53 @@ pub(crate) fn fire(
     Ok(())
 }
 
+/// A `Resolver` of `node` was made (created or cloned).
+pub(crate) fn add_resolver(node: &NodeRef) {
+    let mut n = node.borrow_mut();
+    n.resolvers = n.resolvers.checked_add(1).expect("2^32 Resolvers");
+}
+
+/// A `Resolver` of `node`, made at `made_at`, was dropped. If it was the last
+/// one and the node has not fired, nobody can fire it any more: it fails with
+/// [`Abandoned`] (as a dropped `oneshot::Sender` does), so that nothing waits
+/// forever. Not when nobody listens (no handle but this one, nothing queued),
+/// nor when a `chain_deferred` link can still fire it.
+pub(crate) fn drop_resolver(node: &NodeRef, made_at: &'static Location<'static>) {
+    // A node is never borrowed while code that could drop its own Resolver
+    // runs; if it were, leaving the count high only forgoes the report.
+    let Ok(mut n) = node.try_borrow_mut() else {
+        return;
+    };
+    n.resolvers -= 1;
+    // `chained_to` of an unfired node: the `chain_deferred` source feeding it.
+    let fed = n.chained_to.as_ref().is_some_and(|w| w.strong_count() > 0);
+    if n.resolvers > 0 || n.called || fed {
+        return;
+    }
+    if Rc::strong_count(node) == 1 && n.links.is_empty() {
+        return;
+    }
+    let created_at = n.created_at;
+    n.quiet = n.links.is_empty();
+    drop(n);
+    abandon(node, created_at, made_at);
+}
+
+#[cold]
+#[inline(never)]
+fn abandon(
+    node: &NodeRef,
+    created_at: &'static Location<'static>,
+    made_at: &'static Location<'static>,
+) {
+    let e = Abandoned {
+        created_at,
+        resolver_made_at: made_at,
+    };
+    let f = Failure::with_origin_and_backtrace(e, made_at);
+    let _ = fire(node, Err(f), made_at);
+}
+
 /// `pause()`: while paused, firing and adding only store.
 pub(crate) fn pause(node: &NodeRef) {
     let mut n = node.borrow_mut();
@@ -350,6 +417,10 @@ pub(crate) fn cancel(node: &NodeRef) {
     if !n.called {
         match n.canceller.take() {
             Some(c) => {
+                // Counted as a Resolver while the canceller runs: one that
+                // drops the producer's Resolvers (a lock forgetting a
+                // waiter) must not abandon the Deferred before `Cancelled`.
+                n.resolvers += 1;
                 drop(n);
                 if let Err(p) = catch_unwind(AssertUnwindSafe(|| c(node))) {
                     let created = node.borrow().created_at;
@@ -357,11 +428,10 @@ pub(crate) fn cancel(node: &NodeRef) {
                         "canceller of Deferred created at {created} panicked: {}; the Deferred stays unfired",
                         super::failure::panic_message(&*p)
                     );
-                    return;
-                }
-                if !node.borrow().called {
+                } else if !node.borrow().called {
                     let _ = fire(node, Err(Failure::with_origin(Cancelled, at)), at);
                 }
+                drop_resolver(node, at);
             }
             None => {
                 n.suppress_already_called = true;
@@ -380,13 +450,10 @@ pub(crate) fn cancel(node: &NodeRef) {
 
 impl Drop for Node {
     fn drop(&mut self) {
-        if let Some(Err(f)) = &self.result {
-            log::error!(
-                "Unhandled error in Deferred created at {}: {} (failure origin: {})",
-                self.created_at,
-                f,
-                f.origin()
-            );
+        if let Some(Err(f)) = self.result.take() {
+            if !self.quiet {
+                super::unhandled::report(f, self.created_at);
+            }
         }
         // Unlink node-to-node links in a loop, so that dropping a 100,000-deep
         // waiting or forwarding chain does not recurse once per node.
