@@ -33,8 +33,8 @@ pub enum Error {
     /// An argument was out of its documented range; the message says which.
     InvalidInput(&'static str),
     /// The awaited Deferred failed; the failure, rendered (a `Failure` cannot
-    /// cross threads): its message with the cause chain, then where it arose.
-    Failed(String),
+    /// cross threads): its messages as a `source()` chain, and where it arose.
+    Failed(crate::FailureReport),
     /// An operating-system error.
     Io(io::Error),
 }
@@ -54,7 +54,7 @@ impl fmt::Display for Error {
             Error::Owned => f.write_str("the file descriptor is owned by a transport"),
             Error::Gone => f.write_str("the object no longer exists"),
             Error::InvalidInput(what) => write!(f, "invalid input: {what}"),
-            Error::Failed(msg) => write!(f, "the Deferred failed: {msg}"),
+            Error::Failed(r) => write!(f, "the Deferred failed (raised at {})", r.origin()),
             Error::Io(e) => write!(f, "I/O error: {e}"),
         }
     }
@@ -64,6 +64,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io(e) => Some(e),
+            Error::Failed(r) => Some(r),
             _ => None,
         }
     }

@@ -42,7 +42,7 @@ mod reactor;
 
 pub use clock::{Clock, ManualClock, ManualTimer, Timer};
 pub use context::ContextVar;
-pub use deferred::failure::{Failure, Message, Panicked};
+pub use deferred::failure::{Failure, FailureReport, Message, Panicked};
 pub use deferred::{
     defer_later, fail, gather_results, maybe_deferred, race, succeed, Deferred, DeferredList,
     DeferredLock, DeferredQueue, DeferredSemaphore, IntoStep, ListResult, LoopingCall, Resolver,

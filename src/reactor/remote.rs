@@ -255,9 +255,7 @@ impl Remote {
             f: RemoteFn::new(move |lp: &Loop| {
                 let d = f(lp);
                 let _ = d.add_both(move |r: Result<T, Failure>| {
-                    loop_slot.fill(
-                        r.map_err(|f| Error::Failed(format!("{f} (raised at {})", f.origin()))),
-                    );
+                    loop_slot.fill(r.map_err(|f| Error::Failed(f.report())));
                     Ok::<(), Failure>(())
                 });
             }),
