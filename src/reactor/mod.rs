@@ -320,25 +320,60 @@ impl Loop {
         self.inner.turn(self)
     }
 
-    /// Runs until `d` fires, then returns its result.
+    /// Runs until `d` fires, then returns its result (asyncio's
+    /// `run_until_complete`).
+    ///
+    /// The loop's own checks come first, whatever state `d` is in: on a
+    /// closed loop or from inside a running one this returns at once with
+    /// that error, without touching the running loop, and a `d` that has
+    /// already fired returns without running a turn. When it returns, its
+    /// hold on `d` ends: if it returned early (the loop was stopped) and `d`
+    /// fires later, nothing stops the loop then, and a failure `d` ends with
+    /// is reported as unhandled. `d` is never left pending forever by its
+    /// producer: a Deferred whose Resolvers are all dropped fails with
+    /// [`Abandoned`](crate::deferred::Abandoned).
     ///
     /// # Errors
-    /// The Deferred's failure; a loop error (closed, already running, selector)
-    /// as a `Failure`; or a failure saying the loop was stopped before `d` fired.
+    /// The Deferred's failure; or a failure wrapping an [`Error`]:
+    /// [`Error::Closed`], [`Error::Running`] (this or another loop is running
+    /// on this thread), [`Error::Stopped`] (the loop was stopped before `d`
+    /// fired), or a selector error. `?` turns it into a `Box<dyn Error>`.
+    #[track_caller]
     pub fn run_until<T: 'static>(&self, d: crate::deferred::Deferred<T>) -> Result<T, Failure> {
+        let at = Location::caller();
+        let loop_error = |e: Error| Failure::with_origin(e, at);
+        let running = RunGuard::enter(self).map_err(loop_error)?;
         let slot: Rc<RefCell<Option<Result<T, Failure>>>> = Rc::new(RefCell::new(None));
-        let s = slot.clone();
-        let lp = self.clone();
-        let _ = d.add_both(move |r: Result<T, Failure>| {
+        let waiting = Rc::new(Cell::new(true));
+        let (s, w, inner) = (slot.clone(), waiting.clone(), Rc::downgrade(&self.inner));
+        d.add_both(move |r: Result<T, Failure>| {
+            if !w.get() {
+                // `run_until` has returned: pass a failure on, to be reported.
+                return r.map(drop);
+            }
             *s.borrow_mut() = Some(r);
-            lp.stop();
-            Ok::<(), Failure>(())
-        });
-        if slot.borrow().is_none() {
-            self.run().map_err(Failure::new)?;
-        }
+            if let Some(inner) = inner.upgrade() {
+                inner.stopping.set(true);
+            }
+            Ok(())
+        })
+        .detach();
+        // As `run()`: a stop ends the run after the current turn.
+        let turns = || {
+            while slot.borrow().is_none() {
+                self.inner.turn(self)?;
+                if self.inner.stopping.get() {
+                    break;
+                }
+            }
+            Ok(())
+        };
+        let ran = turns();
+        waiting.set(false);
+        drop(running); // also clears the stop set above
+        ran.map_err(loop_error)?;
         let r = slot.borrow_mut().take();
-        r.unwrap_or_else(|| Err(Failure::new(Error::Stopped)))
+        r.unwrap_or_else(|| Err(loop_error(Error::Stopped)))
     }
 
     /// Asks the loop to stop once the current turn is over.
@@ -409,7 +444,9 @@ impl Loop {
 
     /// Installs the function that receives errors the loop cannot hand to
     /// anyone else (a panicking callback, a failing accept); `None` restores
-    /// the default, which logs them with `log::error!`.
+    /// the default, which logs them with `log::error!` (so does
+    /// [`reset_exception_handler`](Self::reset_exception_handler), which needs
+    /// no type annotation).
     ///
     /// A panic inside the handler is caught and logged; the loop goes on.
     pub fn set_exception_handler(
@@ -419,11 +456,16 @@ impl Loop {
         *self.inner.handler.borrow_mut() = handler.map(|h| Box::new(h) as ExceptionHandler);
     }
 
+    /// Restores the default exception handler, [`default_exception_handler`].
+    pub fn reset_exception_handler(&self) {
+        self.inner.handler.borrow_mut().take();
+    }
+
     /// Passes `ctx` to the exception handler (or the default one).
     pub fn call_exception_handler(&self, ctx: &ExceptionContext<'_>) {
         let taken = self.inner.handler.borrow_mut().take();
         let Some(mut handler) = taken else {
-            default_exception_handler(ctx);
+            contained_default_handler(ctx);
             return;
         };
         let r = panic::catch_unwind(AssertUnwindSafe(|| handler(self, ctx)));
@@ -439,7 +481,7 @@ impl Loop {
                 "deferloop: the exception handler panicked ({msg}) while handling: {}",
                 ctx.message
             );
-            default_exception_handler(ctx);
+            contained_default_handler(ctx);
         }
     }
 
@@ -674,6 +716,19 @@ impl<'a> ExceptionContext<'a> {
             failure: None,
             location: None,
         }
+    }
+}
+
+/// Runs the default handler; if it panics (a logger that fails), says so on
+/// stderr instead of letting the panic out of `run()` (asyncio's
+/// "Exception in default exception handler").
+fn contained_default_handler(ctx: &ExceptionContext<'_>) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| default_exception_handler(ctx))) {
+        let msg = crate::deferred::failure::panic_message(&*payload);
+        eprintln!(
+            "deferloop: the default exception handler panicked ({msg}) while handling: {}",
+            ctx.message
+        );
     }
 }
 
