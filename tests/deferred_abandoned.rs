@@ -2,7 +2,7 @@
 //! `Abandoned` at that moment, as a dropped `oneshot::Sender` does: nothing
 //! waits forever for a result nobody can deliver.
 
-use deferloop::deferred::{fail, Abandoned, Deferred, DeferredLock};
+use deferloop::deferred::{fail, Abandoned, Deferred, DeferredQueue};
 use deferloop::{EventLoop, Failure};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -89,14 +89,12 @@ fn an_abandoned_inner_deferred_fails_the_outer_chain() {
     assert!(d.result().unwrap().unwrap_err().check::<Abandoned>());
 }
 
-/// Waiters of a lock that is dropped while they wait are abandoned, not stuck.
+/// Getters waiting on a queue that is dropped are abandoned, not stuck.
 #[test]
-fn waiters_of_a_dropped_lock_are_abandoned() {
-    let lock = DeferredLock::new();
-    let held = lock.acquire();
-    let waiting = lock.acquire();
-    drop(lock);
-    drop(held);
+fn getters_of_a_dropped_queue_are_abandoned() {
+    let q = DeferredQueue::<u8>::new(None, None);
+    let waiting = q.get().unwrap();
+    drop(q);
     assert!(waiting.result().unwrap().unwrap_err().check::<Abandoned>());
 }
 

@@ -2,7 +2,7 @@
 //! the list helpers and the lock/queue helpers report.
 //!
 //! Owns `Abandoned`, `AlreadyCalled`, `NotPaused`, `ChainedToSelf`, `Cancelled`, `TimedOut`,
-//! `FirstError`, `FailureGroup`, `QueueOverflow`, `QueueUnderflow`, `NotLocked`.
+//! `FirstError`, `FailureGroup`, `QueueOverflow`, `QueueUnderflow`.
 //! Errors that are *events* (`Cancelled`, `TimedOut`, `FirstError`, ...) travel
 //! inside a [`Failure`]; misuse errors (`AlreadyCalled`, `NotPaused`, ...) are
 //! returned by the call. Tests: tests/deferred_*.rs.
@@ -191,16 +191,3 @@ impl fmt::Display for QueueUnderflow {
 }
 
 impl StdError for QueueUnderflow {}
-
-/// `release()` of a [`DeferredLock`](super::DeferredLock) that is not locked, or of a
-/// [`DeferredSemaphore`](super::DeferredSemaphore) with all its tokens available.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotLocked;
-
-impl fmt::Display for NotLocked {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("release() without a matching acquire()")
-    }
-}
-
-impl StdError for NotLocked {}

@@ -62,11 +62,11 @@ mod unhandled;
 mod value;
 
 pub use errors::{
-    Abandoned, AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, NotLocked,
-    NotPaused, QueueOverflow, QueueUnderflow, TimedOut,
+    Abandoned, AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, NotPaused,
+    QueueOverflow, QueueUnderflow, TimedOut,
 };
 pub use list::{gather_results, race, DeferredList, ListResult};
-pub use lock::{DeferredLock, DeferredSemaphore};
+pub use lock::{DeferredLock, DeferredSemaphore, LockGuard};
 pub use queue::DeferredQueue;
 pub use task::{defer_later, LoopingCall};
 pub use unhandled::{set_unhandled_failure_hook, UnhandledFailure, UnhandledFailureHook};
