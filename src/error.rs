@@ -1,9 +1,19 @@
 //! The loop-level error type. Owns `Error` and the crate's `Result` alias.
 //!
-//! Two layers, as in calloop: errors that are *events* (a refused connection, a
-//! timed-out request, a panicking callback) travel inside a `Deferred` as a
-//! [`Failure`](crate::Failure); errors about *using the loop* (it is closed, it is
-//! already running, no loop is current) come back from the call as [`Error`].
+//! One story, three kinds of error:
+//! - *misuse of the loop* (it is closed, it is already running, no loop is
+//!   current, an argument out of range) and OS errors come back from the call
+//!   as [`Error`];
+//! - *conditions that travel in a chain* (cancelled, timed out, abandoned, the
+//!   loop closed under an operation, a panicking callback) are small error
+//!   types in [`deferred::errors`](crate::deferred::errors), inside a
+//!   [`Failure`](crate::Failure) that `check`s and `trap`s them;
+//! - constructors take types that make bad input unrepresentable
+//!   (`NonZeroUsize`) or return their own error.
+//!
+//! `Error::TimedOut`, `Stopped` and `Failed` are what
+//! [`Remote::call_blocking`](crate::Remote::call_blocking) returns to the
+//! waiting thread (not the chain's [`TimedOut`](crate::deferred::TimedOut)).
 
 use std::fmt;
 use std::io;
@@ -23,7 +33,8 @@ pub enum Error {
     NotRunning,
     /// The loop stopped before the awaited result arrived.
     Stopped,
-    /// A blocking call gave up waiting.
+    /// A blocking call gave up waiting (`call_blocking`'s own timeout; a
+    /// chain's timeout is [`deferred::TimedOut`](crate::deferred::TimedOut)).
     TimedOut,
     /// The file descriptor or object is owned by a transport or listener and
     /// cannot be taken over by `add_reader`/`add_writer`.

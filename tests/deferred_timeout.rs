@@ -200,21 +200,17 @@ impl deferloop::Clock for ClosedClock {
 }
 
 /// If the clock cannot schedule, add_timeout cancels at once and the Cancelled
-/// failure is replaced by the clock's error; defer_later fails with it.
+/// failure is replaced by the clock's refusal; defer_later fails with it. A
+/// closed loop is the chain condition `LoopClosed` (it used to be the loop's
+/// own `Error::Closed`).
 #[test]
 fn clock_errors_become_failures() {
     let (d, _r) = Deferred::<u8>::new();
     let d = d.add_timeout(S, &ClosedClock);
     let f = d.result().unwrap().unwrap_err();
-    assert!(matches!(
-        f.downcast_ref::<deferloop::Error>(),
-        Some(deferloop::Error::Closed)
-    ));
+    assert!(f.check::<deferloop::deferred::LoopClosed>(), "{f:?}");
 
     let d = defer_later(&ClosedClock, S, || Ok::<_, Failure>(1u8));
     let f = d.result().unwrap().unwrap_err();
-    assert!(matches!(
-        f.downcast_ref::<deferloop::Error>(),
-        Some(deferloop::Error::Closed)
-    ));
+    assert!(f.check::<deferloop::deferred::LoopClosed>(), "{f:?}");
 }

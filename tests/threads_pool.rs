@@ -98,7 +98,7 @@ fn defer_to_thread_on_a_closed_loop_fails() -> Result<(), Error> {
     let ev = EventLoop::new()?;
     ev.close()?;
     let f = ev.defer_to_thread(|| 1u8).result().unwrap().unwrap_err();
-    assert!(matches!(f.downcast_ref::<Error>(), Some(Error::Closed)));
+    assert!(f.check::<deferloop::deferred::LoopClosed>(), "{f:?}");
     Ok(())
 }
 

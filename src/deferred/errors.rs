@@ -1,7 +1,7 @@
 //! The errors of the Deferred layer: what firing, pausing, cancelling, timing out,
 //! the list helpers and the lock/queue helpers report.
 //!
-//! Owns `Abandoned`, `AlreadyCalled`, `NotPaused`, `ChainedToSelf`, `Cancelled`, `TimedOut`,
+//! Owns `Abandoned`, `LoopClosed`, `AlreadyCalled`, `NotPaused`, `ChainedToSelf`, `Cancelled`, `TimedOut`,
 //! `FirstError`, `FailureGroup`, `QueueOverflow`, `QueueUnderflow`.
 //! Errors that are *events* (`Cancelled`, `TimedOut`, `FirstError`, ...) travel
 //! inside a [`Failure`]; misuse errors (`AlreadyCalled`, `NotPaused`, ...) are
@@ -92,6 +92,33 @@ impl fmt::Display for Abandoned {
 }
 
 impl StdError for Abandoned {}
+
+/// The event loop was closed before the operation could finish: what the
+/// Deferred of a loop operation (a timer, a call on a thread, ...) fails
+/// with when its loop is or becomes closed. A condition in the chain, to
+/// `check`/`trap`; calling the loop itself when closed returns
+/// [`Error::Closed`](crate::Error::Closed) instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopClosed;
+
+impl fmt::Display for LoopClosed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the event loop was closed")
+    }
+}
+
+impl StdError for LoopClosed {}
+
+/// The failure a Deferred gets when the loop refused the operation behind it:
+/// `Closed` becomes [`LoopClosed`], an OS error stays an `io::Error`, the rest
+/// keep their [`Error`](crate::Error).
+pub(crate) fn loop_failure(e: crate::Error, at: &'static Location<'static>) -> Failure {
+    match e {
+        crate::Error::Closed => Failure::with_origin(LoopClosed, at),
+        crate::Error::Io(e) => Failure::with_origin(e, at),
+        e => Failure::with_origin(e, at),
+    }
+}
 
 /// The Deferred was cancelled (Twisted's `CancelledError`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

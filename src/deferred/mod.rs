@@ -62,8 +62,8 @@ mod unhandled;
 mod value;
 
 pub use errors::{
-    Abandoned, AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, NotPaused,
-    QueueOverflow, QueueUnderflow, TimedOut,
+    Abandoned, AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, LoopClosed,
+    NotPaused, QueueOverflow, QueueUnderflow, TimedOut,
 };
 pub use list::{gather_results, race, DeferredList, ListResult};
 pub use lock::{DeferredLock, DeferredSemaphore, LockGuard};

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 ///
 /// Cancelling before the delay cancels the timer, so `f` never runs, and the
 /// Deferred fails with [`Cancelled`](super::Cancelled). If the clock cannot
-/// schedule (`Error::Closed`), the Deferred has failed with that error.
+/// schedule (a closed loop), the Deferred has failed with
+/// [`LoopClosed`](super::LoopClosed).
 #[track_caller]
 pub fn defer_later<C: Clock, R: IntoStep>(
     clock: &C,
@@ -39,7 +40,7 @@ pub fn defer_later<C: Clock, R: IntoStep>(
         let _ = r.callback(());
     }) {
         Ok(t) => *slot.borrow_mut() = Some(t),
-        Err(e) => return super::fail(Failure::with_origin(e, at)),
+        Err(e) => return super::fail(super::errors::loop_failure(e, at)),
     }
     d.add_callback(move |()| f())
 }
@@ -217,7 +218,11 @@ impl<C: Clock> LoopingCall<C> {
             drop(s);
             call.cancel();
             if let Err(e) = schedule(&self.inner) {
-                fail_loop(&self.inner, Failure::msg(e.to_string()));
+                let f = match &e {
+                    Error::Closed => Failure::new(super::errors::LoopClosed),
+                    other => Failure::msg(other.to_string()),
+                };
+                fail_loop(&self.inner, f);
                 return Err(e);
             }
         }
@@ -265,7 +270,7 @@ fn run<C: Clock>(lc: &Rc<RefCell<State<C>>>) {
             let running = ok.borrow().running;
             if running {
                 if let Err(e) = schedule(&ok) {
-                    fail_loop(&ok, Failure::new(e));
+                    fail_loop(&ok, super::errors::loop_failure(e, Location::caller()));
                 }
             } else {
                 let r = ok.borrow_mut().resolver.take();

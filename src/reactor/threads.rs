@@ -172,7 +172,7 @@ impl Loop {
     ) -> Deferred<T> {
         let loc = Location::caller();
         if let Err(e) = self.inner.check_open() {
-            return crate::deferred::fail(e);
+            return crate::deferred::fail(crate::deferred::errors::loop_failure(e, loc));
         }
         let weak = Rc::downgrade(&self.inner);
         let id_cell = Rc::new(std::cell::Cell::new(usize::MAX));
