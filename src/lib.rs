@@ -22,7 +22,7 @@
 //!     r.callback(41).unwrap();
 //! })?;
 //! let d = d
-//!     .add_callback(|n| Ok::<_, Failure>(n + 1))
+//!     .add_callback(|n| Ok(n + 1))
 //!     .add_timeout(Duration::from_secs(1), &ev.handle());
 //! assert_eq!(ev.run_until(d).unwrap(), 42);
 //! # Ok::<(), deferloop::Error>(())

@@ -12,7 +12,7 @@ fn the_guard_holds_the_lock_down_the_chain_until_dropped() {
     let lock = DeferredLock::new();
     let d = lock
         .acquire()
-        .add_callback(|g| Ok::<_, Failure>((g, 1u8)))
+        .add_callback(|g| Ok((g, 1u8)))
         .map(|(g, n)| (g, n + 1));
     assert!(lock.is_locked(), "the guard is still in the chain");
     let next = lock.acquire();

@@ -66,7 +66,7 @@ fn run_holds_the_lock_until_fs_deferred_fires() {
     let slot = Rc::new(RefCell::new(Some(inner)));
     let d = lock.run(move || slot.borrow_mut().take().unwrap());
     assert!(lock.is_locked());
-    let second = lock.run(|| Ok::<_, Failure>(2u8));
+    let second = lock.run(|| Ok(2u8));
     assert!(!second.is_called());
     ir.callback(1).unwrap();
     assert_eq!(d.result().unwrap().unwrap(), 1);

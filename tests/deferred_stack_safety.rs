@@ -159,7 +159,7 @@ fn queue_put_cascade_of_100k_does_not_overflow() {
                 if v + 1 < N {
                     q2.put(v + 1).map_err(Failure::new)?;
                 }
-                Ok::<_, Failure>(())
+                Ok(())
             }));
         }
         q.put(0).unwrap();

@@ -40,7 +40,7 @@
 //!
 //! let (d, r) = Deferred::<u32>::new();
 //! let d = d
-//!     .add_callback(|x| Ok::<_, Failure>(x * 2))
+//!     .add_callback(|x| Ok(x * 2))
 //!     .add_callback(|x| succeed(x + 1)) // returning a Deferred chains it
 //!     .add_callback(|x| if x > 100 { Err(Failure::msg("too big")) } else { Ok(x) })
 //!     .add_errback(|_f| Ok(0));
@@ -356,7 +356,9 @@ impl<T: 'static> Deferred<T> {
     }
 
     /// Appends a callback (failures pass through). `f` returns
-    /// `Result<U, Failure>` or `Deferred<U>`.
+    /// `Result<U, Failure>` or `Deferred<U>`; the error type is inferred, so
+    /// `|x| Ok(x + 1)` needs no annotation, and `?` works on any error.
+    #[doc(alias = "and_then")]
     #[track_caller]
     #[inline]
     pub fn add_callback<R: IntoStep>(
@@ -368,6 +370,7 @@ impl<T: 'static> Deferred<T> {
     }
 
     /// Appends an errback (values pass through); it may recover with `Ok`.
+    #[doc(alias = "or_else")]
     #[track_caller]
     #[inline]
     pub fn add_errback<R: IntoStep<Output = T>>(
@@ -391,6 +394,7 @@ impl<T: 'static> Deferred<T> {
     }
 
     /// Appends `f` as both callback and errback (Twisted's `addBoth`).
+    #[doc(alias = "then")]
     #[track_caller]
     #[inline]
     pub fn add_both<R: IntoStep>(

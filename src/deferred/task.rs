@@ -72,7 +72,7 @@ type Body = Box<dyn FnMut(u64) -> Deferred<()>>;
 /// let clock = ManualClock::new();
 /// let n = Rc::new(Cell::new(0));
 /// let n2 = n.clone();
-/// let lc = LoopingCall::new(clock.clone(), move || { n2.set(n2.get() + 1); Ok::<_, Failure>(()) });
+/// let lc = LoopingCall::new(clock.clone(), move || { n2.set(n2.get() + 1); Ok(()) });
 /// let done = lc.start(Duration::from_secs(1), true).unwrap();
 /// clock.pump(&[Duration::from_secs(1); 3]);
 /// assert_eq!(n.get(), 4);

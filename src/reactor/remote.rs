@@ -256,7 +256,7 @@ impl Remote {
                 let d = f(lp);
                 let _ = d.add_both(move |r: Result<T, Failure>| {
                     loop_slot.fill(r.map_err(|f| Error::Failed(f.report())));
-                    Ok::<(), Failure>(())
+                    Ok(())
                 });
             }),
             loc: Location::caller(),

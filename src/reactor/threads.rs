@@ -161,7 +161,7 @@ impl Loop {
     /// let ev = EventLoop::new()?;
     /// let d = ev
     ///     .defer_to_thread(|| (1..=10u64).product::<u64>()) // on a pool thread
-    ///     .add_callback(|n| Ok::<_, Failure>(n / 10)); // back on the loop thread
+    ///     .add_callback(|n| Ok(n / 10)); // back on the loop thread
     /// assert_eq!(ev.run_until(d).unwrap(), 362_880);
     /// # Ok::<(), deferloop::Error>(())
     /// ```

@@ -440,7 +440,7 @@ pub fn check(cancel_with: Option<CancellerM>, ops: Vec<Op>) -> Result<(), TestCa
                 real.add(|d| {
                     d.add_callback(move |x| {
                         t.borrow_mut().push(format!("cb{id}:{x}"));
-                        Ok::<_, Failure>(x + k)
+                        Ok(x + k)
                     })
                 });
             }
