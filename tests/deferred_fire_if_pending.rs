@@ -17,6 +17,11 @@ fn fire_if_pending_fires_once_and_then_reports_false() {
     assert!(r.errback_if_pending(Failure::msg("closed")));
     assert!(!r.callback_if_pending(2));
     assert_eq!(d.result().unwrap().unwrap_err().to_string(), "closed");
+
+    let (d, r) = Deferred::<u8>::new();
+    assert!(r.resolve_if_pending(Ok(3)));
+    assert!(!r.resolve_if_pending(Err(Failure::msg("late"))));
+    assert_eq!(d.result().unwrap().unwrap(), 3);
 }
 
 /// The strict calls still refuse a second fire: misuse stays visible.

@@ -159,13 +159,13 @@ impl<T: 'static> DeferredList<T> {
             }
         });
         if n == 0 && !self.fire_on_one_callback {
-            let _ = r.callback(ListResult::All(Vec::new()));
+            r.callback_if_pending(ListResult::All(Vec::new()));
             return d;
         }
         state.borrow_mut().resolver = Some(r);
         for (i, input) in self.inputs.into_iter().enumerate() {
             let s = state.clone();
-            let _ = input.add_both(move |r| record(&s, i, r));
+            input.add_both(move |r| record(&s, i, r)).detach();
         }
         d
     }
@@ -224,7 +224,7 @@ fn record<T: 'static>(
     for (f, created_at) in undelivered {
         super::unhandled::report(f, created_at);
     }
-    let _ = resolver.resolve(fire);
+    resolver.resolve_if_pending(fire);
     Ok(())
 }
 
@@ -286,10 +286,12 @@ pub fn race<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<(usize, T)> {
     state.borrow_mut().resolver = Some(r);
     for (i, input) in inputs.into_iter().enumerate() {
         let s = state.clone();
-        let _ = input.add_both(move |r| {
-            race_record(&s, i, r);
-            Ok(())
-        });
+        input
+            .add_both(move |r| {
+                race_record(&s, i, r);
+                Ok(())
+            })
+            .detach();
     }
     d
 }
@@ -305,7 +307,7 @@ fn race_record<T: 'static>(state: &Rc<RefCell<Race<T>>>, i: usize, r: Result<T, 
             let inputs = std::mem::take(&mut s.inputs);
             s.failures.clear();
             drop(s);
-            let _ = resolver.callback((i, v));
+            resolver.callback_if_pending((i, v));
             for (k, w) in inputs.iter().enumerate() {
                 if k != i {
                     cancel_weak(w);
@@ -324,7 +326,7 @@ fn race_record<T: 'static>(state: &Rc<RefCell<Race<T>>>, i: usize, r: Result<T, 
                     .collect();
                 s.inputs.clear();
                 drop(s);
-                let _ = resolver.errback(FailureGroup(failures));
+                resolver.errback_if_pending(FailureGroup(failures));
             }
         }
     }

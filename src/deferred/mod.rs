@@ -628,6 +628,13 @@ impl<T: 'static> Resolver<T> {
         self.fire(Err(f.into())).is_ok()
     }
 
+    /// Fires the Deferred with `r` if it has not fired yet; `false` (and `r`
+    /// dropped) if it had. See [`callback_if_pending`](Self::callback_if_pending).
+    #[track_caller]
+    pub fn resolve_if_pending(&self, r: Result<T, Failure>) -> bool {
+        self.fire(r.map(Value::new)).is_ok()
+    }
+
     /// Fires, handing back the result if the Deferred had already fired (for
     /// helpers that must not lose a value, e.g. a queue).
     #[track_caller]

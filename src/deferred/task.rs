@@ -37,7 +37,7 @@ pub fn defer_later<C: Clock, R: IntoStep>(
         }
     });
     match clock.call_later(delay, move || {
-        let _ = r.callback(());
+        r.callback_if_pending(());
     }) {
         Ok(t) => *slot.borrow_mut() = Some(t),
         Err(e) => return super::fail(super::errors::loop_failure(e, at)),
@@ -196,7 +196,7 @@ impl<C: Clock> LoopingCall<C> {
             drop(s);
             call.cancel();
             if let Some(r) = r {
-                let _ = r.callback(());
+                r.callback_if_pending(());
             }
         }
         Ok(())
@@ -265,7 +265,7 @@ fn run<C: Clock>(lc: &Rc<RefCell<State<C>>>) {
     };
     lc.borrow_mut().body = Some(body);
     let (ok, err) = (lc.clone(), lc.clone());
-    let _ = d.add_callbacks(
+    d.add_callbacks(
         move |()| {
             let running = ok.borrow().running;
             if running {
@@ -275,7 +275,7 @@ fn run<C: Clock>(lc: &Rc<RefCell<State<C>>>) {
             } else {
                 let r = ok.borrow_mut().resolver.take();
                 if let Some(r) = r {
-                    let _ = r.callback(());
+                    r.callback_if_pending(());
                 }
             }
             Ok(())
@@ -284,7 +284,8 @@ fn run<C: Clock>(lc: &Rc<RefCell<State<C>>>) {
             fail_loop(&err, f);
             Ok(())
         },
-    );
+    )
+    .detach();
 }
 
 /// `withCount`'s count: grid intervals between the last real call and now.
@@ -339,6 +340,6 @@ fn fail_loop<C: Clock>(lc: &Rc<RefCell<State<C>>>, f: Failure) {
         s.resolver.take()
     };
     if let Some(r) = r {
-        let _ = r.errback(f);
+        r.errback_if_pending(f);
     }
 }

@@ -204,7 +204,7 @@ impl Loop {
             let r = pool.waiting.try_remove(id);
             drop(pool);
             if let Some(r) = r.and_then(|b| b.downcast::<Resolver<T>>().ok()) {
-                let _ = r.errback(Failure::new(e));
+                r.errback_if_pending(Failure::new(e));
             }
         }
         d
@@ -223,7 +223,7 @@ impl Loop {
         let r: Resolver<T> = *r;
         let outcome = result.map_err(|p| Failure::from_panic(p, loc));
         // Already fired means cancelled: the late result is dropped quietly.
-        let _ = r.resolve(outcome);
+        r.resolve_if_pending(outcome);
     }
 
     /// The most threads the pool may start (default `min(32, cores + 4)`).
