@@ -4,8 +4,10 @@
 //! callback may return ([`IntoStep`]), and [`succeed`], [`fail`],
 //! [`maybe_deferred`]. The helpers live beside it: [`list`] (DeferredList,
 //! gather, race), [`timeout`], [`task`] (defer_later, LoopingCall), [`lock`],
-//! [`queue`], and [`errors`]. The untyped core is `node.rs`. Tests: unit tests in
-//! `node.rs`; behaviour in tests/deferred_*.rs.
+//! [`queue`], and [`errors`]. The firing side is `resolver.rs`, what callbacks
+//! return `steps.rs`; the untyped core is `node.rs` with `cancel.rs`,
+//! `value.rs` and `run.rs`. Tests: unit tests beside the core; behaviour in
+//! tests/deferred_*.rs.
 //!
 //! A `Deferred` is Twisted's Deferred with types: a chain of (callback, errback)
 //! pairs fed by one result, with the same rules (chaining, pausing, cancelling,
@@ -48,6 +50,7 @@
 //! assert_eq!(d.result().unwrap().unwrap(), 41);
 //! ```
 
+mod cancel;
 pub mod errors;
 pub mod failure;
 mod links;
@@ -55,7 +58,9 @@ pub mod list;
 pub mod lock;
 mod node;
 pub mod queue;
+mod resolver;
 mod run;
+mod steps;
 pub mod task;
 pub mod timeout;
 mod unhandled;
@@ -68,15 +73,18 @@ pub use errors::{
 pub use list::{gather_results, race, DeferredList, ListResult};
 pub use lock::{DeferredLock, DeferredSemaphore, LockGuard};
 pub use queue::DeferredQueue;
+pub use resolver::Resolver;
+pub use steps::IntoStep;
 pub use task::{defer_later, LoopingCall};
 pub use unhandled::{set_unhandled_failure_hook, UnhandledFailure, UnhandledFailureHook};
 
 use crate::Failure;
-use node::{Node, NodeRef, Outcome, Res, StepFn, Value, WeakNode};
+use node::{Node, NodeRef, StepFn, Value, WeakNode};
 use std::fmt;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::rc::Rc;
+use steps::{Map, OnBoth, OnEither, OnFailure, OnValue, Step};
 
 /// A result that isn't available yet, and the chain of callbacks that will
 /// process it.
@@ -145,172 +153,6 @@ pub struct Deferred<T> {
     node: NodeRef,
     /// Invariant in `T` (the chain reads and writes `T`s), and `!Send`.
     _t: PhantomData<*mut T>,
-}
-
-/// The firing side of a [`Deferred`]: `callback`, `errback`, `resolve`.
-///
-/// Cheap to clone; all clones fire the same Deferred (once). Holding a
-/// `Resolver` keeps the Deferred's state alive. When the last one is dropped
-/// before the Deferred fired, the chain fails with [`Abandoned`].
-pub struct Resolver<T> {
-    node: NodeRef,
-    /// Where this Resolver was created or cloned (the origin of [`Abandoned`]).
-    made_at: &'static Location<'static>,
-    /// Invariant in `T`, as `Deferred`.
-    _t: PhantomData<*mut T>,
-}
-
-impl<T> Resolver<T> {
-    fn from_node(node: NodeRef, made_at: &'static Location<'static>) -> Resolver<T> {
-        node::add_resolver(&node);
-        Resolver {
-            node,
-            made_at,
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<T> Clone for Resolver<T> {
-    #[track_caller]
-    fn clone(&self) -> Self {
-        Resolver::from_node(self.node.clone(), Location::caller())
-    }
-}
-
-impl<T> Drop for Resolver<T> {
-    fn drop(&mut self) {
-        node::drop_resolver(&self.node, self.made_at);
-    }
-}
-
-mod sealed {
-    /// What a callback may return, as the chain runs it: implemented only
-    /// here, so the set of [`IntoStep`](super::IntoStep) types stays closed.
-    pub enum Step<U> {
-        /// A plain result.
-        Ready(Result<U, crate::Failure>),
-        /// A Deferred to chain.
-        Chain(super::Deferred<U>),
-    }
-
-    pub trait Sealed {}
-    impl<U> Sealed for Result<U, crate::Failure> {}
-    impl<U> Sealed for super::Deferred<U> {}
-}
-use sealed::Step;
-
-/// What a callback may return: `Result<U, Failure>` (use `?` on any error, since
-/// every `std::error::Error` converts into a [`Failure`]) or a `Deferred<U>`
-/// (chaining). The associated type lets the compiler infer `U`.
-///
-/// The trait is sealed: those two are the only implementations.
-///
-/// ```compile_fail
-/// struct Mine;
-/// impl deferloop::IntoStep for Mine {
-///     type Output = ();
-/// }
-/// ```
-pub trait IntoStep: sealed::Sealed {
-    /// The value type the chain continues with.
-    type Output: 'static;
-    /// Converts into a step.
-    #[doc(hidden)]
-    fn into_step(self) -> Step<Self::Output>;
-}
-
-impl<U: 'static> IntoStep for Result<U, Failure> {
-    type Output = U;
-    #[inline]
-    fn into_step(self) -> Step<U> {
-        Step::Ready(self)
-    }
-}
-
-impl<U: 'static> IntoStep for Deferred<U> {
-    type Output = U;
-    #[inline]
-    fn into_step(self) -> Step<U> {
-        Step::Chain(self)
-    }
-}
-
-#[inline]
-fn outcome<R: IntoStep>(r: R) -> Outcome {
-    match r.into_step() {
-        Step::Ready(Ok(v)) => Outcome::Done(Ok(Value::new(v))),
-        Step::Ready(Err(f)) => Outcome::Done(Err(f)),
-        Step::Chain(d) => Outcome::Chain(d.node),
-    }
-}
-
-// The steps of `add_callback` (and `map`), `add_errback`, `add_callbacks`
-// and `add_both`: types rather than closures, so that `run` can be always
-// inlined (see `node::StepFn`).
-
-struct OnValue<T, F>(F, PhantomData<fn(T)>);
-
-impl<T: 'static, R: IntoStep, F: FnOnce(T) -> R> StepFn for OnValue<T, F> {
-    #[inline(always)]
-    fn run(self, r: Res) -> Outcome {
-        match r {
-            Ok(v) => outcome((self.0)(v.take::<T>())),
-            Err(e) => Outcome::Done(Err(e)),
-        }
-    }
-}
-
-struct Map<T, F>(F, PhantomData<fn(T)>);
-
-impl<T: 'static, U: 'static, F: FnOnce(T) -> U> StepFn for Map<T, F> {
-    #[inline(always)]
-    fn run(self, r: Res) -> Outcome {
-        match r {
-            Ok(v) => Outcome::Done(Ok(Value::new((self.0)(v.take::<T>())))),
-            Err(e) => Outcome::Done(Err(e)),
-        }
-    }
-}
-
-struct OnFailure<F>(F);
-
-impl<R: IntoStep, F: FnOnce(Failure) -> R> StepFn for OnFailure<F> {
-    #[inline(always)]
-    fn run(self, r: Res) -> Outcome {
-        match r {
-            Ok(v) => Outcome::Done(Ok(v)),
-            Err(e) => outcome((self.0)(e)),
-        }
-    }
-}
-
-struct OnEither<T, F, G>(F, G, PhantomData<fn(T)>);
-
-impl<T, R, E, F, G> StepFn for OnEither<T, F, G>
-where
-    T: 'static,
-    R: IntoStep,
-    E: IntoStep<Output = R::Output>,
-    F: FnOnce(T) -> R,
-    G: FnOnce(Failure) -> E,
-{
-    #[inline(always)]
-    fn run(self, r: Res) -> Outcome {
-        match r {
-            Ok(v) => outcome((self.0)(v.take::<T>())),
-            Err(e) => outcome((self.1)(e)),
-        }
-    }
-}
-
-struct OnBoth<T, F>(F, PhantomData<fn(T)>);
-
-impl<T: 'static, R: IntoStep, F: FnOnce(Result<T, Failure>) -> R> StepFn for OnBoth<T, F> {
-    #[inline(always)]
-    fn run(self, r: Res) -> Outcome {
-        outcome((self.0)(r.map(Value::take::<T>)))
-    }
 }
 
 impl<T: 'static> Deferred<T> {
@@ -543,16 +385,6 @@ impl<T> fmt::Debug for Deferred<T> {
     }
 }
 
-impl<T> fmt::Debug for Resolver<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.node.borrow();
-        f.debug_struct("Resolver")
-            .field("created_at", &format_args!("{}", n.created_at()))
-            .field("called", &n.is_called())
-            .finish()
-    }
-}
-
 /// Cancels a Deferred through a weak reference (internal: timers, lists).
 #[derive(Clone)]
 pub(crate) struct CancelHandle(WeakNode);
@@ -570,87 +402,6 @@ impl CancelHandle {
 pub(crate) fn cancel_weak(w: &WeakNode) {
     if let Some(n) = w.upgrade() {
         node::cancel(&n);
-    }
-}
-
-impl<T: 'static> Resolver<T> {
-    /// Fires the Deferred with a value; its chain runs now (unless paused).
-    ///
-    /// Each callback gets the previous result. `Err(Failure)` switches to
-    /// errbacks; an errback returning `Ok` switches back; a returned `Deferred`
-    /// pauses this chain until it has a result.
-    ///
-    /// # Errors
-    /// [`AlreadyCalled`] if the Deferred has fired before (including from inside
-    /// its own callback). After a `cancel()` without canceller, one late fire is
-    /// absorbed silently instead.
-    #[track_caller]
-    pub fn callback(&self, v: T) -> Result<(), AlreadyCalled> {
-        self.fire(Ok(Value::new(v)))
-    }
-
-    /// Fires the Deferred with a failure (anything that converts into one).
-    ///
-    /// # Errors
-    /// As for [`callback`](Self::callback).
-    #[track_caller]
-    pub fn errback(&self, f: impl Into<Failure>) -> Result<(), AlreadyCalled> {
-        self.fire(Err(f.into()))
-    }
-
-    /// Fires the Deferred with `r`: `callback` or `errback`.
-    ///
-    /// # Errors
-    /// As for [`callback`](Self::callback).
-    #[track_caller]
-    pub fn resolve(&self, r: Result<T, Failure>) -> Result<(), AlreadyCalled> {
-        self.fire(r.map(Value::new))
-    }
-
-    #[track_caller]
-    fn fire(&self, r: Res) -> Result<(), AlreadyCalled> {
-        node::fire(&self.node, r, Location::caller()).map_err(|(e, _)| e)
-    }
-
-    /// Fires the Deferred with `v` if it has not fired yet; `false` (and `v`
-    /// dropped) if it had. For a producer that may legitimately finish twice,
-    /// e.g. an answer then a close: the second is expected, not a bug.
-    #[track_caller]
-    pub fn callback_if_pending(&self, v: T) -> bool {
-        self.fire(Ok(Value::new(v))).is_ok()
-    }
-
-    /// Fails the Deferred with `f` if it has not fired yet; `false` (and `f`
-    /// dropped, not reported) if it had. See
-    /// [`callback_if_pending`](Self::callback_if_pending).
-    #[track_caller]
-    pub fn errback_if_pending(&self, f: impl Into<Failure>) -> bool {
-        self.fire(Err(f.into())).is_ok()
-    }
-
-    /// Fires the Deferred with `r` if it has not fired yet; `false` (and `r`
-    /// dropped) if it had. See [`callback_if_pending`](Self::callback_if_pending).
-    #[track_caller]
-    pub fn resolve_if_pending(&self, r: Result<T, Failure>) -> bool {
-        self.fire(r.map(Value::new)).is_ok()
-    }
-
-    /// Fires, handing back the result if the Deferred had already fired (for
-    /// helpers that must not lose a value, e.g. a queue).
-    #[track_caller]
-    pub(crate) fn try_resolve(&self, r: Result<T, Failure>) -> Result<(), Result<T, Failure>> {
-        node::fire(&self.node, r.map(Value::new), Location::caller())
-            .map_err(|(_, r)| r.map(Value::take::<T>))
-    }
-
-    /// Whether the Deferred has fired.
-    pub fn is_called(&self) -> bool {
-        self.node.borrow().is_called()
-    }
-
-    /// Whether `a` and `b` fire the same Deferred.
-    pub(crate) fn same(a: &Resolver<T>, b: &Resolver<T>) -> bool {
-        Rc::ptr_eq(&a.node, &b.node)
     }
 }
 

@@ -23,13 +23,14 @@
 //! nobody can tell. Code on that path has no panicking branch while it owns a
 //! value: a cleanup pad would pin the value to the stack (see `Value::take`).
 
-use super::errors::{Abandoned, AlreadyCalled, Cancelled};
+pub(crate) use super::cancel::{add_resolver, cancel, drop_resolver};
+use super::errors::AlreadyCalled;
 use super::links::Links;
 use super::run::{call, run, run_calls, settle, Next};
 pub(crate) use super::value::Value;
 use crate::Failure;
 use std::cell::RefCell;
-use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::panic::Location;
 use std::rc::{Rc, Weak};
 
 /// Shared handle to a node.
@@ -318,53 +319,6 @@ pub(crate) fn fire(
     Ok(())
 }
 
-/// A `Resolver` of `node` was made (created or cloned).
-pub(crate) fn add_resolver(node: &NodeRef) {
-    let mut n = node.borrow_mut();
-    n.resolvers = n.resolvers.checked_add(1).expect("2^32 Resolvers");
-}
-
-/// A `Resolver` of `node`, made at `made_at`, was dropped. If it was the last
-/// one and the node has not fired, nobody can fire it any more: it fails with
-/// [`Abandoned`] (as a dropped `oneshot::Sender` does), so that nothing waits
-/// forever. Not when nobody listens (no handle but this one, nothing queued),
-/// nor when a `chain_deferred` link can still fire it.
-pub(crate) fn drop_resolver(node: &NodeRef, made_at: &'static Location<'static>) {
-    // A node is never borrowed while code that could drop its own Resolver
-    // runs; if it were, leaving the count high only forgoes the report.
-    let Ok(mut n) = node.try_borrow_mut() else {
-        return;
-    };
-    n.resolvers -= 1;
-    // `chained_to` of an unfired node: the `chain_deferred` source feeding it.
-    let fed = n.chained_to.as_ref().is_some_and(|w| w.strong_count() > 0);
-    if n.resolvers > 0 || n.called || fed {
-        return;
-    }
-    if Rc::strong_count(node) == 1 && n.links.is_empty() {
-        return;
-    }
-    let created_at = n.created_at;
-    n.quiet = n.links.is_empty();
-    drop(n);
-    abandon(node, created_at, made_at);
-}
-
-#[cold]
-#[inline(never)]
-fn abandon(
-    node: &NodeRef,
-    created_at: &'static Location<'static>,
-    made_at: &'static Location<'static>,
-) {
-    let e = Abandoned {
-        created_at,
-        resolver_made_at: made_at,
-    };
-    let f = Failure::with_origin_and_backtrace(e, made_at);
-    let _ = fire(node, Err(f), made_at);
-}
-
 /// `pause()`: while paused, firing and adding only store.
 pub(crate) fn pause(node: &NodeRef) {
     let mut n = node.borrow_mut();
@@ -400,52 +354,6 @@ pub(crate) fn take_result(node: &NodeRef) -> Option<Res> {
 pub(crate) fn forward(node: &NodeRef, target: &NodeRef, at: &'static Location<'static>) {
     target.borrow_mut().chained_to = Some(Rc::downgrade(node));
     add_link(node, Link::Forward(target.clone(), at));
-}
-
-/// Twisted's `cancel()` (R26–R31).
-///
-/// - Not fired, with a canceller: the canceller runs once; if it did not fire the
-///   node, a `Cancelled` failure follows (nothing is suppressed later). A panicking
-///   canceller leaves the node unfired and is logged.
-/// - Not fired, no canceller: errback with `Cancelled` and absorb one later fire.
-/// - Fired and waiting on an inner Deferred: cancel the inner one instead.
-/// - Otherwise nothing.
-#[track_caller]
-pub(crate) fn cancel(node: &NodeRef) {
-    let at = Location::caller();
-    let mut n = node.borrow_mut();
-    if !n.called {
-        match n.canceller.take() {
-            Some(c) => {
-                // Counted as a Resolver while the canceller runs: one that
-                // drops the producer's Resolvers (a lock forgetting a
-                // waiter) must not abandon the Deferred before `Cancelled`.
-                n.resolvers += 1;
-                drop(n);
-                if let Err(p) = catch_unwind(AssertUnwindSafe(|| c(node))) {
-                    let created = node.borrow().created_at;
-                    log::error!(
-                        "canceller of Deferred created at {created} panicked: {}; the Deferred stays unfired",
-                        super::failure::panic_message(&*p)
-                    );
-                } else if !node.borrow().called {
-                    let _ = fire(node, Err(Failure::with_origin(Cancelled, at)), at);
-                }
-                drop_resolver(node, at);
-            }
-            None => {
-                n.suppress_already_called = true;
-                drop(n);
-                let _ = fire(node, Err(Failure::with_origin(Cancelled, at)), at);
-            }
-        }
-    } else if n.waiting {
-        let inner = n.chained_to.as_ref().and_then(Weak::upgrade);
-        drop(n);
-        if let Some(inner) = inner {
-            cancel(&inner);
-        }
-    }
 }
 
 impl Drop for Node {
