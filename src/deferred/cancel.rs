@@ -20,6 +20,7 @@ pub(crate) fn add_resolver(node: &NodeRef) {
 /// [`Abandoned`] (as a dropped `oneshot::Sender` does), so that nothing waits
 /// forever. Not when nobody listens (no handle but this one, nothing queued),
 /// nor when a `chain_deferred` link can still fire it.
+#[inline]
 pub(crate) fn drop_resolver(node: &NodeRef, made_at: &'static Location<'static>) {
     // A node is never borrowed while code that could drop its own Resolver
     // runs; if it were, leaving the count high only forgoes the report.
@@ -27,12 +28,21 @@ pub(crate) fn drop_resolver(node: &NodeRef, made_at: &'static Location<'static>)
         return;
     };
     n.resolvers -= 1;
-    // `chained_to` of an unfired node: the `chain_deferred` source feeding it.
-    let fed = n.chained_to.as_ref().is_some_and(|w| w.strong_count() > 0);
-    if n.resolvers > 0 || n.called || fed {
+    if n.resolvers > 0 || n.called {
         return;
     }
-    if Rc::strong_count(node) == 1 && n.links.is_empty() {
+    drop(n);
+    last_resolver_dropped(node, made_at);
+}
+
+/// The last `Resolver` of the unfired `node` was dropped.
+#[cold]
+#[inline(never)]
+fn last_resolver_dropped(node: &NodeRef, made_at: &'static Location<'static>) {
+    let mut n = node.borrow_mut();
+    // `chained_to` of an unfired node: the `chain_deferred` source feeding it.
+    let fed = n.chained_to.as_ref().is_some_and(|w| w.strong_count() > 0);
+    if fed || (Rc::strong_count(node) == 1 && n.links.is_empty()) {
         return;
     }
     let created_at = n.created_at;

@@ -168,8 +168,8 @@ impl<T: 'static> Deferred<T> {
     #[track_caller]
     pub fn new() -> (Deferred<T>, Resolver<T>) {
         let at = Location::caller();
-        let node = Node::new_ref(at);
-        let r = Resolver::from_node(node.clone(), at);
+        let node = Node::with_resolvers(at, 1);
+        let r = Resolver::counted(node.clone(), at);
         (Deferred::from_node(node), r)
     }
 

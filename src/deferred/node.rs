@@ -144,6 +144,15 @@ pub(crate) struct Node {
 
 impl Node {
     pub(crate) fn new_ref(created_at: &'static Location<'static>) -> NodeRef {
+        Node::with_resolvers(created_at, 0)
+    }
+
+    /// A node whose first `resolvers` Resolvers are being made with it.
+    #[inline]
+    pub(crate) fn with_resolvers(
+        created_at: &'static Location<'static>,
+        resolvers: u32,
+    ) -> NodeRef {
         Rc::new(RefCell::new(Node {
             links: Links::new(),
             result: None,
@@ -151,7 +160,7 @@ impl Node {
             running: false,
             suppress_already_called: false,
             paused: 0,
-            resolvers: 0,
+            resolvers,
             quiet: false,
             waiting: false,
             chained_to: None,
@@ -358,9 +367,9 @@ pub(crate) fn forward(node: &NodeRef, target: &NodeRef, at: &'static Location<'s
 
 impl Drop for Node {
     fn drop(&mut self) {
-        if let Some(Err(f)) = self.result.take() {
+        if let Some(Err(f)) = &self.result {
             if !self.quiet {
-                super::unhandled::report(f, self.created_at);
+                super::unhandled::report(f.clone(), self.created_at);
             }
         }
         // Unlink node-to-node links in a loop, so that dropping a 100,000-deep

@@ -29,6 +29,12 @@ pub struct Resolver<T> {
 impl<T> Resolver<T> {
     pub(super) fn from_node(node: NodeRef, made_at: &'static Location<'static>) -> Resolver<T> {
         node::add_resolver(&node);
+        Resolver::counted(node, made_at)
+    }
+
+    /// A Resolver already counted in its node's `resolvers`.
+    #[inline]
+    pub(super) fn counted(node: NodeRef, made_at: &'static Location<'static>) -> Resolver<T> {
         Resolver {
             node,
             made_at,
