@@ -66,7 +66,7 @@ fn abandon(
     let _ = fire(node, Err(f), made_at);
 }
 
-/// Twisted's `cancel()` (R26–R31).
+/// Twisted's `cancel()`.
 ///
 /// - Not fired, with a canceller: the canceller runs once; if it did not fire the
 ///   node, a `Cancelled` failure follows (nothing is suppressed later). A panicking

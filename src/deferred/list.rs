@@ -1,4 +1,4 @@
-//! Combining Deferreds: `DeferredList`, `gather_results`, `race` (Twisted §J).
+//! Combining Deferreds: `DeferredList`, `gather_results`, `race` (Twisted's).
 //!
 //! Owns `DeferredList`, `ListResult`, `gather_results`, `race`. Each helper adds
 //! one link at the end of every input's chain and keeps only weak handles to the

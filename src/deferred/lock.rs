@@ -1,5 +1,5 @@
 //! Mutual exclusion for callback chains: `DeferredLock` and `DeferredSemaphore`
-//! (Twisted's, R47–R48).
+//! (Twisted's).
 //!
 //! Owns `DeferredLock`, `DeferredSemaphore` and `LockGuard`. Acquiring gives
 //! a `Deferred<LockGuard>` that fires when the lock/token is yours; the guard

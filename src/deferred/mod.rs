@@ -120,7 +120,8 @@ use steps::{Map, OnBoth, OnEither, OnFailure, OnValue, Step};
 ///
 /// `Deferred<T>` is consumed by every `add_*` and is not `Clone`: exactly one
 /// party extends a chain, and nobody can add callbacks to a Deferred after
-/// returning it from a callback (Twisted's footgun #6171 is impossible by
+/// returning it from a callback (Twisted's footgun
+/// [#6171](https://github.com/twisted/twisted/issues/6171) is impossible by
 /// construction). It is `!Send`: a chain belongs to one thread.
 ///
 /// ```compile_fail
@@ -190,7 +191,7 @@ impl<T: 'static> Deferred<T> {
     }
 
     /// Adds `step` to the chain (it runs at once if the Deferred has fired
-    /// and is idle, Twisted's R4).
+    /// and is idle, as in Twisted).
     #[inline]
     fn push(self, step: impl StepFn + 'static, at: &'static Location<'static>) -> NodeRef {
         node::add_call(&self.node, step, at);
@@ -273,7 +274,7 @@ impl<T: 'static> Deferred<T> {
         }
     }
 
-    /// Cancels the Deferred (Twisted's rules R26–R31):
+    /// Cancels the Deferred (Twisted's rules):
     /// - unfired with a canceller: the canceller runs once with the Resolver;
     ///   unless it fired the Deferred, a [`Cancelled`] failure follows (a later fire
     ///   is then `AlreadyCalled`). A panicking canceller is logged with

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::panic::Location;
 use std::rc::Rc;
 
-/// The firing side of a [`Deferred`]: `callback`, `errback`, `resolve`.
+/// The firing side of a [`Deferred`](super::Deferred): `callback`, `errback`, `resolve`.
 ///
 /// Cheap to clone; all clones fire the same Deferred (once). Holding a
 /// `Resolver` keeps the Deferred's state alive. When the last one is dropped

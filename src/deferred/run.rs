@@ -83,7 +83,7 @@ pub(super) fn run(start: NodeRef) {
                         let canceller = t.canceller.take();
                         drop(t);
                         drop(canceller);
-                        // `cur` keeps no result (R22): it was handed on.
+                        // `cur` keeps no result: it was handed on.
                         stack.push(target);
                         continue 'nodes;
                     }
@@ -164,10 +164,10 @@ pub(super) fn settle(
 }
 
 /// A callback of `cur` (borrowed as `n`, not running) returned the Deferred
-/// `inner`. If `inner` is ready, its result is taken over (R13: the inner
+/// `inner`. If `inner` is ready, its result is taken over (the inner
 /// keeps none, so its failure is not reported twice); if it is `cur` itself,
 /// the result is a `ChainedToSelf` failure. Otherwise `cur` waits: a CONTINUE
-/// link on `inner` hands the result over at the end of its chain (R14).
+/// link on `inner` hands the result over at the end of its chain.
 #[inline(never)]
 fn chain_to(
     mut n: RefMut<'_, Node>,

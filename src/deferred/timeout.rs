@@ -1,5 +1,5 @@
 //! `Deferred::add_timeout`: give up on a Deferred after a while (Twisted's
-//! `addTimeout`, R44–R46).
+//! `addTimeout`).
 //!
 //! Owns the `add_timeout` and `add_timeout_with` methods. Time comes from a
 //! [`Clock`] passed in. Tests: tests/deferred_timeout.rs.
