@@ -1,9 +1,19 @@
 //! The loop-level error type. Owns `Error` and the crate's `Result` alias.
 //!
-//! Two layers, as in calloop: errors that are *events* (a refused connection, a
-//! timed-out request, a panicking callback) travel inside a `Deferred` as a
-//! [`Failure`](crate::Failure); errors about *using the loop* (it is closed, it is
-//! already running, no loop is current) come back from the call as [`Error`].
+//! One story, three kinds of error:
+//! - *misuse of the loop* (it is closed, it is already running, no loop is
+//!   current, an argument out of range) and OS errors come back from the call
+//!   as [`Error`];
+//! - *conditions that travel in a chain* (cancelled, timed out, abandoned, the
+//!   loop closed under an operation, a panicking callback) are small error
+//!   types in [`deferred::errors`](crate::deferred::errors), inside a
+//!   [`Failure`](crate::Failure) that `check`s and `trap`s them;
+//! - constructors take types that make bad input unrepresentable
+//!   (`NonZeroUsize`) or return their own error.
+//!
+//! `Error::TimedOut`, `Stopped` and `Failed` are what
+//! [`Remote::call_blocking`](crate::Remote::call_blocking) returns to the
+//! waiting thread (not the chain's [`TimedOut`](crate::deferred::TimedOut)).
 
 use std::fmt;
 use std::io;
@@ -23,7 +33,8 @@ pub enum Error {
     NotRunning,
     /// The loop stopped before the awaited result arrived.
     Stopped,
-    /// A blocking call gave up waiting.
+    /// A blocking call gave up waiting (`call_blocking`'s own timeout; a
+    /// chain's timeout is [`deferred::TimedOut`](crate::deferred::TimedOut)).
     TimedOut,
     /// The file descriptor or object is owned by a transport or listener and
     /// cannot be taken over by `add_reader`/`add_writer`.
@@ -36,8 +47,8 @@ pub enum Error {
     /// An argument was out of its documented range; the message says which.
     InvalidInput(&'static str),
     /// The awaited Deferred failed; the failure, rendered (a `Failure` cannot
-    /// cross threads): its message with the cause chain, then where it arose.
-    Failed(String),
+    /// cross threads): its messages as a `source()` chain, and where it arose.
+    Failed(crate::FailureReport),
     /// An operating-system error.
     Io(io::Error),
 }
@@ -58,7 +69,7 @@ impl fmt::Display for Error {
             Error::Gone => f.write_str("the object no longer exists"),
             Error::InUse => f.write_str("the object is in use (one of its own methods is running)"),
             Error::InvalidInput(what) => write!(f, "invalid input: {what}"),
-            Error::Failed(msg) => write!(f, "the Deferred failed: {msg}"),
+            Error::Failed(r) => write!(f, "the Deferred failed (raised at {})", r.origin()),
             Error::Io(e) => write!(f, "I/O error: {e}"),
         }
     }
@@ -68,6 +79,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io(e) => Some(e),
+            Error::Failed(r) => Some(r),
             _ => None,
         }
     }

@@ -22,7 +22,7 @@
 //!     r.callback(41).unwrap();
 //! })?;
 //! let d = d
-//!     .add_callback(|n| Ok::<_, Failure>(n + 1))
+//!     .add_callback(|n| Ok(n + 1))
 //!     .add_timeout(Duration::from_secs(1), &ev.handle());
 //! assert_eq!(ev.run_until(d).unwrap(), 42);
 //! # Ok::<(), deferloop::Error>(())
@@ -45,7 +45,7 @@ mod reactor;
 
 pub use clock::{Clock, ManualClock, ManualTimer, Timer};
 pub use context::ContextVar;
-pub use deferred::failure::{Failure, Message, Panicked};
+pub use deferred::failure::{Failure, FailureReport, Message, Panicked};
 pub use deferred::{
     defer_later, fail, gather_results, maybe_deferred, race, succeed, Deferred, DeferredList,
     DeferredLock, DeferredQueue, DeferredSemaphore, IntoStep, ListResult, LoopingCall, Resolver,

@@ -37,11 +37,11 @@ fn callbacks_run_in_fifo_order_on_the_previous_result() {
     let d = d
         .add_callback(move |x| {
             push(&t1, format!("a{x}"));
-            Ok::<_, Failure>(x + 1)
+            Ok(x + 1)
         })
         .add_callback(move |x| {
             push(&t2, format!("b{x}"));
-            Ok::<_, Failure>(x * 10)
+            Ok(x * 10)
         })
         .map(move |x| {
             push(&t3, format!("c{x}"));
@@ -67,16 +67,16 @@ fn err_switches_to_errbacks_and_ok_recovers() {
         })
         .add_callback(move |x| {
             push(&t2, "cb2-skipped");
-            Ok::<_, Failure>(x)
+            Ok(x)
         })
         .add_errback(move |f| {
             push(&t3, format!("eb:{f}"));
-            Ok::<_, Failure>(7)
+            Ok(7)
         })
         .add_callbacks(
             move |x| {
                 push(&t4, format!("cb3:{x}"));
-                Ok::<_, Failure>(x + 1)
+                Ok(x + 1)
             },
             |_f| -> Result<u32, Failure> { panic!("errback half must not run") },
         );
@@ -102,9 +102,9 @@ fn one_sided_pairs_pass_the_other_kind_through() {
 /// add_both sees both kinds.
 #[test]
 fn add_both_receives_values_and_failures() {
-    let d = succeed(2u8).add_both(|r| Ok::<_, Failure>(format!("{r:?}")));
+    let d = succeed(2u8).add_both(|r| Ok(format!("{r:?}")));
     assert_eq!(d.result().unwrap().unwrap(), "Ok(2)");
-    let d = fail::<u8>(Boom(4)).add_both(|r| Ok::<_, Failure>(r.unwrap_err().to_string()));
+    let d = fail::<u8>(Boom(4)).add_both(|r| Ok(r.unwrap_err().to_string()));
     assert_eq!(d.result().unwrap().unwrap(), "boom 4");
 }
 
@@ -170,7 +170,7 @@ fn adding_from_inside_a_callback_appends_behind_the_queue() {
             });
             push(&t1, "1-end");
             *s1.borrow_mut() = Some(d);
-            Ok::<_, Failure>(x + 1)
+            Ok(x + 1)
         })
         .map(move |x| {
             push(&t2, "2");
@@ -225,7 +225,7 @@ fn firing_from_inside_its_own_callback_is_already_called() {
     let d = d.add_callback(move |x| {
         let e = r2.callback(5).unwrap_err();
         assert!(e.to_string().contains("already fired"));
-        Ok::<_, Failure>(x)
+        Ok(x)
     });
     r.callback(1).unwrap();
     assert_eq!(d.result().unwrap().unwrap(), 1);
@@ -282,14 +282,19 @@ fn unmatched_unpause_is_not_paused_and_count_stays_zero() {
     assert_eq!(d.result().unwrap().unwrap(), 2); // not stuck paused at -1
 }
 
-/// `result()` is `None` before firing and while paused.
+/// `result()` hands the Deferred back before firing and while paused, and
+/// the handed-back chain is intact: it still gives its result later.
 #[test]
-fn result_is_none_unless_fired_and_idle() {
-    let (d, _r) = Deferred::<u8>::new();
-    assert!(d.result().is_none());
+fn result_hands_the_deferred_back_unless_fired_and_idle() {
+    let (d, r) = Deferred::<u8>::new();
+    let d = d.result().unwrap_err();
+    r.callback(2).unwrap();
+    assert_eq!(d.result().unwrap().unwrap(), 2);
     let d = succeed(1u8);
     d.pause();
-    assert!(d.result().is_none());
+    let d = d.result().unwrap_err();
+    d.unpause().unwrap();
+    assert_eq!(d.result().unwrap().unwrap(), 1);
 }
 
 /// R34: succeed/fail give fired Deferreds; fail keeps an existing Failure as is.
@@ -307,13 +312,7 @@ fn succeed_and_fail_are_already_fired() {
 /// R35: maybe_deferred on Ok, Err, a Deferred (the same one), and a panic.
 #[test]
 fn maybe_deferred_covers_values_failures_deferreds_and_panics() {
-    assert_eq!(
-        maybe_deferred(|| Ok::<_, Failure>(1u8))
-            .result()
-            .unwrap()
-            .unwrap(),
-        1
-    );
+    assert_eq!(maybe_deferred(|| Ok(1u8)).result().unwrap().unwrap(), 1);
     let f = Failure::msg("x");
     let f2 = f.clone();
     let got = maybe_deferred(move || Err::<u8, _>(f2))

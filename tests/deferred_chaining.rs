@@ -116,7 +116,7 @@ fn returned_user_paused_inner_keeps_outer_waiting() {
     });
     or.callback(0).unwrap();
     assert!(outer.is_paused());
-    assert!(outer.result().is_none());
+    assert!(outer.result().is_err());
 }
 
 /// R18: a waiter paused by the user still receives the inner's result, but

@@ -34,7 +34,7 @@ fn resolver_is_usable_inside_a_callback_added_after_firing() {
         let again = line!() + 1;
         let e = r2.callback(7).unwrap_err();
         *s2.borrow_mut() = Some((e.first_fired_at.line(), e.fired_again_at.line(), again));
-        Ok::<_, Failure>(x + 1)
+        Ok(x + 1)
     });
     let (first_seen, again_seen, again) = seen.borrow_mut().take().expect("ran at once");
     assert_eq!((first_seen, again_seen), (first, again));
@@ -54,7 +54,7 @@ fn pairs_added_one_by_one_after_firing_run_in_order_on_both_paths() {
     assert_eq!(*t.borrow(), ["cb1"]);
     let d = d.add_callback(move |x| {
         push(&t2, "skipped");
-        Ok::<_, Failure>(x)
+        Ok(x)
     });
     let d = d.add_errback(move |f| {
         push(&t3, format!("eb:{f}"));
@@ -82,7 +82,7 @@ fn nested_adds_to_other_fired_deferreds_run_inside() {
             Ok(10)
         });
         push(&t2, "outer-end");
-        Ok::<_, Failure>(x + inner.result().unwrap().unwrap())
+        Ok(x + inner.result().unwrap().unwrap())
     });
     assert_eq!(*t.borrow(), ["outer-start", "inner", "outer-end"]);
     assert_eq!(d.result().unwrap().unwrap(), 11);

@@ -1,14 +1,24 @@
 //! DeferredLock, DeferredSemaphore (R47, R48) and DeferredQueue (R49).
 
 use deferloop::deferred::{
-    Cancelled, Deferred, DeferredLock, DeferredQueue, DeferredSemaphore, NotLocked, QueueOverflow,
+    Cancelled, Deferred, DeferredLock, DeferredQueue, DeferredSemaphore, LockGuard, QueueOverflow,
     QueueUnderflow,
 };
-use deferloop::{Error, Failure};
+use deferloop::Failure;
 use std::cell::RefCell;
+use std::num::NonZeroUsize;
 use std::rc::Rc;
 
-/// testLock: acquire fires at once when unlocked, else FIFO on release.
+fn guard(d: Deferred<LockGuard>) -> LockGuard {
+    d.result().unwrap().unwrap()
+}
+
+fn sem(tokens: usize) -> DeferredSemaphore {
+    DeferredSemaphore::new(NonZeroUsize::new(tokens).unwrap())
+}
+
+/// testLock: acquire fires at once when unlocked, else FIFO as each holder
+/// drops its guard (the guard replaces Twisted's `release()`).
 #[test]
 fn lock_hands_over_in_fifo_order() {
     let lock = DeferredLock::new();
@@ -17,18 +27,20 @@ fn lock_hands_over_in_fifo_order() {
     assert!(a.is_called() && lock.is_locked());
     let mk = |i: u8| {
         let o = order.clone();
-        lock.acquire().map(move |()| o.borrow_mut().push(i))
+        lock.acquire().map(move |g| {
+            o.borrow_mut().push(i);
+            g
+        })
     };
     let (b, c) = (mk(1), mk(2));
     assert_eq!(lock.waiting(), 2);
-    lock.release().unwrap();
+    drop(guard(a));
     assert_eq!(*order.borrow(), [1]);
-    lock.release().unwrap();
+    guard(b).release();
     assert_eq!(*order.borrow(), [1, 2]);
-    lock.release().unwrap();
+    assert!(lock.is_locked());
+    drop(guard(c));
     assert!(!lock.is_locked());
-    assert_eq!(lock.release(), Err(NotLocked));
-    drop((b, c));
 }
 
 /// test_cancelLockBeforeAcquired: cancelling a waiting acquire removes it
@@ -42,8 +54,7 @@ fn cancelling_a_waiting_acquire_removes_it() {
     assert_eq!(lock.waiting(), 0);
     assert!(waiting.result().unwrap().unwrap_err().check::<Cancelled>());
     first.cancel();
-    assert!(first.result().unwrap().is_ok());
-    lock.release().unwrap();
+    drop(guard(first));
     assert!(!lock.is_locked());
 }
 
@@ -55,7 +66,7 @@ fn run_holds_the_lock_until_fs_deferred_fires() {
     let slot = Rc::new(RefCell::new(Some(inner)));
     let d = lock.run(move || slot.borrow_mut().take().unwrap());
     assert!(lock.is_locked());
-    let second = lock.run(|| Ok::<_, Failure>(2u8));
+    let second = lock.run(|| Ok(2u8));
     assert!(!second.is_called());
     ir.callback(1).unwrap();
     assert_eq!(d.result().unwrap().unwrap(), 1);
@@ -69,45 +80,38 @@ fn run_holds_the_lock_until_fs_deferred_fires() {
     assert!(!lock.is_locked());
 }
 
-/// testSemaphore: tokens count down; release hands to waiters; over-release errs.
+/// testSemaphore: tokens count down; a dropped guard hands its token to a
+/// waiter. (test_semaphoreInvalidTokens has no counterpart: zero tokens is a
+/// `NonZeroUsize` that cannot be made, and over-release needs a guard that
+/// cannot be had.)
 #[test]
 fn semaphore_counts_tokens() {
-    let sem = DeferredSemaphore::new(2).unwrap();
+    let sem = sem(2);
     let a = sem.acquire();
     let b = sem.acquire();
     assert!(a.is_called() && b.is_called());
     assert_eq!(sem.tokens(), 0);
     let c = sem.acquire();
     assert!(!c.is_called());
-    sem.release().unwrap();
+    drop(guard(a));
     assert!(c.is_called());
     assert_eq!(sem.tokens(), 0);
-    sem.release().unwrap();
-    sem.release().unwrap();
+    drop(guard(b));
+    drop(guard(c));
     assert_eq!(sem.tokens(), 2);
-    assert_eq!(sem.release(), Err(NotLocked));
     assert_eq!(sem.limit(), 2);
-}
-
-/// test_semaphoreInvalidTokens: zero tokens is InvalidInput.
-#[test]
-fn semaphore_rejects_zero_tokens() {
-    assert!(matches!(
-        DeferredSemaphore::new(0),
-        Err(Error::InvalidInput(_))
-    ));
 }
 
 /// Cancelling a waiting semaphore acquire removes it; the next gets the token.
 #[test]
 fn cancelling_a_waiting_semaphore_acquire() {
-    let sem = DeferredSemaphore::new(1).unwrap();
-    let _a = sem.acquire();
+    let sem = sem(1);
+    let a = sem.acquire();
     let b = sem.acquire();
     let c = sem.acquire();
     b.cancel();
     assert_eq!(sem.waiting(), 1);
-    sem.release().unwrap();
+    drop(guard(a));
     assert!(c.is_called());
     assert!(b.result().unwrap().unwrap_err().check::<Cancelled>());
 }

@@ -28,7 +28,7 @@ fn recording(clock: &ManualClock) -> (LoopingCall<ManualClock>, Times) {
     let (t, c) = (times.clone(), clock.clone());
     let lc = LoopingCall::new(clock.clone(), move || {
         t.borrow_mut().push(c.elapsed().as_millis());
-        Ok::<_, Failure>(())
+        Ok(())
     });
     (lc, times)
 }
@@ -86,7 +86,7 @@ fn callback_time_skips() {
         if std::mem::replace(&mut *first.borrow_mut(), false) {
             c2.advance(ms(2000));
         }
-        Ok::<_, Failure>(())
+        Ok(())
     });
     let _d = lc.start(ms(500), true).unwrap();
     assert_eq!(*times2.borrow(), [0]);
@@ -122,7 +122,7 @@ fn stop_inside_the_third_run() {
         if t.borrow().len() == 3 {
             s.borrow().as_ref().unwrap().stop().unwrap();
         }
-        Ok::<_, Failure>(())
+        Ok(())
     });
     *slot.borrow_mut() = Some(lc.clone());
     let d = lc.start(ms(1000), true).unwrap();
@@ -237,7 +237,7 @@ fn counting(clock: &ManualClock) -> (LoopingCall<ManualClock>, Counts) {
     let (o, c) = (out.clone(), clock.clone());
     let lc = LoopingCall::with_count(clock.clone(), move |n| {
         o.borrow_mut().push((c.elapsed().as_millis(), n));
-        Ok::<_, Failure>(())
+        Ok(())
     });
     (lc, out)
 }
@@ -306,7 +306,7 @@ fn with_count_interval_zero_counts_one() {
         if o.borrow().len() > 4 {
             s.borrow().as_ref().unwrap().stop().unwrap();
         }
-        Ok::<_, Failure>(())
+        Ok(())
     });
     *slot.borrow_mut() = Some(lc.clone());
     let d = lc.start(Duration::ZERO, false).unwrap();

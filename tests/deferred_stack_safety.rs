@@ -112,12 +112,13 @@ fn lock_release_cascade_of_100k_does_not_overflow() {
         let mut waiters = Vec::new();
         for _ in 0..N {
             let (l, r) = (lock.clone(), ran.clone());
-            waiters.push(lock.acquire().add_callback(move |()| {
+            waiters.push(lock.acquire().map(move |guard| {
                 r.set(r.get() + 1);
-                l.release().map_err(Failure::new)
+                drop(l);
+                drop(guard); // releases to the next waiter
             }));
         }
-        lock.release().unwrap();
+        drop(held.result().unwrap().unwrap());
         assert_eq!(ran.get(), N);
         assert!(!lock.is_locked());
     });
@@ -127,18 +128,18 @@ fn lock_release_cascade_of_100k_does_not_overflow() {
 #[test]
 fn semaphore_release_cascade_of_100k_does_not_overflow() {
     small_stack(|| {
-        let sem = DeferredSemaphore::new(1).unwrap();
-        let _held = sem.acquire();
+        let sem = DeferredSemaphore::new(std::num::NonZeroUsize::MIN);
+        let held = sem.acquire();
         let ran = Rc::new(Cell::new(0usize));
         let mut waiters = Vec::new();
         for _ in 0..N {
-            let (s, r) = (sem.clone(), ran.clone());
-            waiters.push(sem.acquire().add_callback(move |()| {
+            let r = ran.clone();
+            waiters.push(sem.acquire().map(move |guard| {
                 r.set(r.get() + 1);
-                s.release().map_err(Failure::new)
+                drop(guard); // releases to the next waiter
             }));
         }
-        sem.release().unwrap();
+        drop(held.result().unwrap().unwrap());
         assert_eq!(ran.get(), N);
         assert_eq!(sem.tokens(), 1);
     });
@@ -158,7 +159,7 @@ fn queue_put_cascade_of_100k_does_not_overflow() {
                 if v + 1 < N {
                     q2.put(v + 1).map_err(Failure::new)?;
                 }
-                Ok::<_, Failure>(())
+                Ok(())
             }));
         }
         q.put(0).unwrap();

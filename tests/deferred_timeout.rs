@@ -119,7 +119,7 @@ fn timeout_cancels_a_chained_inner() {
 #[test]
 fn defer_later_runs_f_after_the_delay() {
     let clock = ManualClock::new();
-    let d = defer_later(&clock, 2 * S, || Ok::<_, Failure>(7u8));
+    let d = defer_later(&clock, 2 * S, || Ok(7u8));
     clock.advance(S);
     assert!(!d.is_called());
     clock.advance(S);
@@ -147,7 +147,7 @@ fn defer_later_cancel_cancels_the_timer_and_f_never_runs() {
     let r = ran.clone();
     let d = defer_later(&clock, S, move || {
         r.set(true);
-        Ok::<_, Failure>(())
+        Ok(())
     });
     d.cancel();
     assert_eq!(clock.pending(), 0);
@@ -161,9 +161,7 @@ fn defer_later_cancel_cancels_the_timer_and_f_never_runs() {
 fn defer_later_f_returning_a_deferred_chains() {
     let clock = ManualClock::new();
     let c2 = clock.clone();
-    let d = defer_later(&clock, S, move || {
-        defer_later(&c2, S, || Ok::<_, Failure>("done"))
-    });
+    let d = defer_later(&clock, S, move || defer_later(&c2, S, || Ok("done")));
     clock.advance(S);
     assert!(d.is_paused());
     clock.advance(S);
@@ -200,21 +198,17 @@ impl deferloop::Clock for ClosedClock {
 }
 
 /// If the clock cannot schedule, add_timeout cancels at once and the Cancelled
-/// failure is replaced by the clock's error; defer_later fails with it.
+/// failure is replaced by the clock's refusal; defer_later fails with it. A
+/// closed loop is the chain condition `LoopClosed` (it used to be the loop's
+/// own `Error::Closed`).
 #[test]
 fn clock_errors_become_failures() {
     let (d, _r) = Deferred::<u8>::new();
     let d = d.add_timeout(S, &ClosedClock);
     let f = d.result().unwrap().unwrap_err();
-    assert!(matches!(
-        f.downcast_ref::<deferloop::Error>(),
-        Some(deferloop::Error::Closed)
-    ));
+    assert!(f.check::<deferloop::deferred::LoopClosed>(), "{f:?}");
 
-    let d = defer_later(&ClosedClock, S, || Ok::<_, Failure>(1u8));
+    let d = defer_later(&ClosedClock, S, || Ok(1u8));
     let f = d.result().unwrap().unwrap_err();
-    assert!(matches!(
-        f.downcast_ref::<deferloop::Error>(),
-        Some(deferloop::Error::Closed)
-    ));
+    assert!(f.check::<deferloop::deferred::LoopClosed>(), "{f:?}");
 }

@@ -5,7 +5,7 @@
 mod util;
 
 use deferloop::net::{Protocol, Transport};
-use deferloop::{Error, EventLoop, Failure};
+use deferloop::{EventLoop, Failure};
 use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -315,10 +315,10 @@ fn closing_the_loop_gives_open_connections_connection_lost_once() {
         assert_lifecycle(seen);
         let s = seen.borrow();
         let reason = s.reason.as_ref().unwrap();
-        assert!(matches!(
-            reason.downcast_ref::<Error>(),
-            Some(Error::Closed)
-        ));
+        assert!(
+            reason.check::<deferloop::deferred::LoopClosed>(),
+            "{reason}"
+        );
     }
     t.write(b"late");
     assert!(t.is_closing());

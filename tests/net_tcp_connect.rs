@@ -133,10 +133,7 @@ fn connecting_on_a_closed_loop_is_an_error_not_a_panic() {
         .result()
         .unwrap()
         .unwrap_err();
-    assert!(matches!(
-        f.downcast_ref::<deferloop::Error>(),
-        Some(deferloop::Error::Closed)
-    ));
+    assert!(f.check::<deferloop::deferred::LoopClosed>(), "{f}");
     assert!(matches!(
         ev.listen_tcp("127.0.0.1:0".parse().unwrap(), || Rec::new().0),
         Err(deferloop::Error::Closed)
@@ -151,9 +148,6 @@ fn closing_the_loop_fails_a_pending_connect() {
     let d = ev.connect_tcp(addr, rec).connected();
     ev.close().unwrap();
     let f = d.result().unwrap().unwrap_err();
-    assert!(matches!(
-        f.downcast_ref::<deferloop::Error>(),
-        Some(deferloop::Error::Closed)
-    ));
+    assert!(f.check::<deferloop::deferred::LoopClosed>(), "{f}");
     assert!(seen.borrow().events.is_empty());
 }

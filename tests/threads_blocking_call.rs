@@ -55,7 +55,14 @@ fn failures_and_timeouts_come_back_as_errors() -> Result<(), Error> {
             });
             let t0 = Instant::now();
             let timed_out =
-                remote.call_blocking(Duration::from_millis(50), |_| Deferred::<u8>::new().0);
+                remote.call_blocking(Duration::from_millis(50), |lp: &deferloop::Loop| {
+                    // Pending for longer than the wait (dropping the Resolver
+                    // would fail it with `Abandoned` at once).
+                    let (d, r) = Deferred::<u8>::new();
+                    lp.call_later(Duration::from_secs(60), move |_| drop(r))
+                        .unwrap();
+                    d
+                });
             let waited = t0.elapsed();
             let ok = remote.call_blocking(Duration::from_secs(5), |_| succeed(9u8));
             tx.send((failed, timed_out, waited, ok)).unwrap();
@@ -65,7 +72,7 @@ fn failures_and_timeouts_come_back_as_errors() -> Result<(), Error> {
     ev.run()?;
     let (failed, timed_out, waited, ok) = rx.recv().unwrap();
     match failed {
-        Err(Error::Failed(msg)) => assert!(msg.contains("remote-boom"), "{msg}"),
+        Err(Error::Failed(r)) => assert!(r.to_string().contains("remote-boom"), "{r:?}"),
         other => panic!("expected Failed, got {other:?}"),
     }
     assert!(matches!(timed_out, Err(Error::TimedOut)));
@@ -104,7 +111,11 @@ fn a_loop_stopping_under_a_waiting_call_wakes_it() -> Result<(), Error> {
             let t0 = Instant::now();
             let r = remote.call_blocking(Duration::from_secs(30), |lp| {
                 lp.stop();
-                Deferred::<u8>::new().0 // never fires
+                // Never fires while the loop runs (its Resolver waits in a timer).
+                let (d, r) = Deferred::<u8>::new();
+                lp.call_later(Duration::from_secs(60), move |_| drop(r))
+                    .unwrap();
+                d
             });
             tx.send((r, t0.elapsed())).unwrap();
         });

@@ -1,7 +1,7 @@
 //! `defer_to_thread`: blocking work on the pool, results fired on the loop thread.
 
 use deferloop::deferred::Cancelled;
-use deferloop::{gather_results, Error, EventLoop, Failure, Panicked};
+use deferloop::{gather_results, Error, EventLoop, Panicked};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -23,7 +23,7 @@ fn a_thousand_jobs_on_four_threads_fire_on_the_loop_thread() -> Result<(), Error
                         "fired off the loop thread"
                     );
                     assert_ne!(worker, loop_thread);
-                    Ok::<_, Failure>(v)
+                    Ok(v)
                 })
         })
         .collect();
@@ -98,7 +98,7 @@ fn defer_to_thread_on_a_closed_loop_fails() -> Result<(), Error> {
     let ev = EventLoop::new()?;
     ev.close()?;
     let f = ev.defer_to_thread(|| 1u8).result().unwrap().unwrap_err();
-    assert!(matches!(f.downcast_ref::<Error>(), Some(Error::Closed)));
+    assert!(f.check::<deferloop::deferred::LoopClosed>(), "{f:?}");
     Ok(())
 }
 

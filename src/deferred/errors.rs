@@ -1,8 +1,8 @@
 //! The errors of the Deferred layer: what firing, pausing, cancelling, timing out,
 //! the list helpers and the lock/queue helpers report.
 //!
-//! Owns `AlreadyCalled`, `NotPaused`, `ChainedToSelf`, `Cancelled`, `TimedOut`,
-//! `FirstError`, `FailureGroup`, `QueueOverflow`, `QueueUnderflow`, `NotLocked`.
+//! Owns `Abandoned`, `LoopClosed`, `AlreadyCalled`, `NotPaused`, `ChainedToSelf`, `Cancelled`, `TimedOut`,
+//! `FirstError`, `FailureGroup`, `QueueOverflow`, `QueueUnderflow`.
 //! Errors that are *events* (`Cancelled`, `TimedOut`, `FirstError`, ...) travel
 //! inside a [`Failure`]; misuse errors (`AlreadyCalled`, `NotPaused`, ...) are
 //! returned by the call. Tests: tests/deferred_*.rs.
@@ -65,6 +65,60 @@ impl fmt::Display for ChainedToSelf {
 }
 
 impl StdError for ChainedToSelf {}
+
+/// Every [`Resolver`](super::Resolver) of the Deferred was dropped before it
+/// fired: nobody can fire it any more, so its chain fails with this instead
+/// of waiting forever (what a dropped `oneshot::Sender` does to its receiver).
+///
+/// The failure's origin is where the last `Resolver` was made (created or
+/// cloned); Rust does not tell a `drop` where it happens, so with
+/// `RUST_BACKTRACE=1` the failure also carries a backtrace of the drop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abandoned {
+    /// Where the Deferred was created.
+    pub created_at: &'static Location<'static>,
+    /// Where the last `Resolver` to be dropped was created or cloned.
+    pub resolver_made_at: &'static Location<'static>,
+}
+
+impl fmt::Display for Abandoned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Deferred created at {} was abandoned: its last Resolver (made at {}) was dropped before firing it",
+            self.created_at, self.resolver_made_at
+        )
+    }
+}
+
+impl StdError for Abandoned {}
+
+/// The event loop was closed before the operation could finish: what the
+/// Deferred of a loop operation (a timer, a call on a thread, ...) fails
+/// with when its loop is or becomes closed. A condition in the chain, to
+/// `check`/`trap`; calling the loop itself when closed returns
+/// [`Error::Closed`](crate::Error::Closed) instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopClosed;
+
+impl fmt::Display for LoopClosed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the event loop was closed")
+    }
+}
+
+impl StdError for LoopClosed {}
+
+/// The failure a Deferred gets when the loop refused the operation behind it:
+/// `Closed` becomes [`LoopClosed`], an OS error stays an `io::Error`, the rest
+/// keep their [`Error`](crate::Error).
+pub(crate) fn loop_failure(e: crate::Error, at: &'static Location<'static>) -> Failure {
+    match e {
+        crate::Error::Closed => Failure::with_origin(LoopClosed, at),
+        crate::Error::Io(e) => Failure::with_origin(e, at),
+        e => Failure::with_origin(e, at),
+    }
+}
 
 /// The Deferred was cancelled (Twisted's `CancelledError`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,16 +218,3 @@ impl fmt::Display for QueueUnderflow {
 }
 
 impl StdError for QueueUnderflow {}
-
-/// `release()` of a [`DeferredLock`](super::DeferredLock) that is not locked, or of a
-/// [`DeferredSemaphore`](super::DeferredSemaphore) with all its tokens available.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotLocked;
-
-impl fmt::Display for NotLocked {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("release() without a matching acquire()")
-    }
-}
-
-impl StdError for NotLocked {}

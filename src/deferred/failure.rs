@@ -1,6 +1,6 @@
 //! `Failure`: an error travelling down a Deferred's errback chain.
 //!
-//! Owns `Failure` and `Panicked`. A `Failure` wraps any `std::error::Error + 'static`
+//! Owns `Failure`, `FailureReport` and `Panicked`. A `Failure` wraps any `std::error::Error + 'static`
 //! (or a caught panic), remembers where it arose, and is cheap to clone: clones are
 //! the *same* failure (`Failure::ptr_eq`), which is what `trap` relies on to re-raise
 //! the identical failure. Tests: below, and tests/deferred_failure.rs.
@@ -16,6 +16,21 @@ use std::rc::Rc;
 ///
 /// `Failure` deliberately does **not** implement `std::error::Error` (as with
 /// `anyhow::Error`): that is what lets every error convert into it with `?`.
+/// Like `anyhow::Error`, it converts into `Box<dyn Error + 'static>` (keeping
+/// the wrapped error as the source chain) and into `Box<dyn Error + Send +
+/// Sync + 'static>` (as a [`FailureReport`], since a `Failure` cannot cross
+/// threads), so `?` takes it all the way out of `main`:
+///
+/// ```
+/// use deferloop::{succeed, EventLoop};
+///
+/// fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let ev = EventLoop::new()?;
+///     let n = ev.run_until(succeed(2u8))?;
+///     assert_eq!(n, 2);
+///     Ok(())
+/// }
+/// ```
 ///
 /// # Examples
 /// ```
@@ -88,6 +103,20 @@ impl Failure {
         }))
     }
 
+    /// Like [`with_origin`](Self::with_origin), with a backtrace of the
+    /// current stack if `RUST_BACKTRACE` (or `RUST_LIB_BACKTRACE`) asks for one.
+    pub(crate) fn with_origin_and_backtrace<E: StdError + 'static>(
+        error: E,
+        at: &'static Location<'static>,
+    ) -> Failure {
+        Failure(Rc::new(Inner {
+            error: Box::new(error),
+            origin: at,
+            backtrace: Some(Backtrace::capture()),
+            panic: false,
+        }))
+    }
+
     /// Turns a caught panic payload into a failure whose error is [`Panicked`];
     /// `at` is the location of the code that was running (its scheduling site).
     pub(crate) fn from_panic(
@@ -146,6 +175,12 @@ impl Failure {
         self.0.error.downcast_ref::<E>().ok_or_else(|| self.clone())
     }
 
+    /// The failure rendered as a `Send + Sync` error: what crosses threads
+    /// (see [`FailureReport`]).
+    pub fn report(&self) -> FailureReport {
+        FailureReport::of(self)
+    }
+
     /// Whether `a` and `b` are the same failure (clones of one another).
     pub fn ptr_eq(a: &Failure, b: &Failure) -> bool {
         Rc::ptr_eq(&a.0, &b.0)
@@ -179,6 +214,128 @@ impl fmt::Debug for Failure {
             write!(f, "\n{bt}")?;
         }
         Ok(())
+    }
+}
+
+/// A [`Failure`] as a standard error: what `?` turns a `Failure` into when the
+/// function returns `Box<dyn Error>`. Its source is the wrapped error's source,
+/// its `Debug` the failure's (with origin and backtrace).
+struct AsStdError(Failure);
+
+impl fmt::Display for AsStdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0 .0.error, f)
+    }
+}
+
+impl fmt::Debug for AsStdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl StdError for AsStdError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0 .0.error.source()
+    }
+}
+
+impl From<Failure> for Box<dyn StdError + 'static> {
+    fn from(f: Failure) -> Self {
+        Box::new(AsStdError(f))
+    }
+}
+
+impl From<Failure> for Box<dyn StdError + Send + Sync + 'static> {
+    fn from(f: Failure) -> Self {
+        Box::new(f.report())
+    }
+}
+
+/// A [`Failure`] rendered so that it can cross threads (`Send + Sync`): each
+/// error of its cause chain as text, where it arose, whether it was a panic,
+/// and its backtrace if one was captured. Its `source()` chain mirrors the
+/// failure's. Made by [`Failure::report`]; what
+/// [`Remote::call_blocking`](crate::Remote::call_blocking) returns for a failed
+/// Deferred, inside [`Error::Failed`](crate::Error::Failed).
+#[derive(Clone, PartialEq, Eq)]
+pub struct FailureReport {
+    message: String,
+    source: Option<Box<FailureReport>>,
+    origin: &'static Location<'static>,
+    panic: bool,
+    backtrace: Option<String>,
+}
+
+impl FailureReport {
+    fn of(f: &Failure) -> FailureReport {
+        let mut chain = vec![f.0.error.to_string()];
+        let mut source = f.0.error.source();
+        while let Some(s) = source {
+            chain.push(s.to_string());
+            source = s.source();
+        }
+        let mut report = None;
+        for message in chain.into_iter().rev() {
+            report = Some(FailureReport {
+                message,
+                source: report.map(Box::new),
+                origin: f.0.origin,
+                panic: false,
+                backtrace: None,
+            });
+        }
+        let mut report = report.expect("the chain has the error itself");
+        report.panic = f.0.panic;
+        report.backtrace = f.backtrace().map(|b| b.to_string());
+        report
+    }
+
+    /// Where the failure arose (see [`Failure::origin`]).
+    pub fn origin(&self) -> &'static Location<'static> {
+        self.origin
+    }
+
+    /// Whether the failure was a caught panic.
+    pub fn is_panic(&self) -> bool {
+        self.panic
+    }
+
+    /// The failure's backtrace, rendered, if one was captured.
+    pub fn backtrace(&self) -> Option<&str> {
+        self.backtrace.as_deref()
+    }
+}
+
+/// The error's message only; the causes are its `source()` chain.
+impl fmt::Display for FailureReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// As a `Failure`'s: the message with its causes, then the origin.
+impl fmt::Debug for FailureReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        let mut source = self.source.as_deref();
+        while let Some(s) = source {
+            write!(f, ": {}", s.message)?;
+            source = s.source.as_deref();
+        }
+        write!(f, " (raised at {})", self.origin)?;
+        if let Some(bt) = &self.backtrace {
+            write!(f, "\n{bt}")?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for FailureReport {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|s| s as &(dyn StdError + 'static))
     }
 }
 

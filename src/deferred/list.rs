@@ -1,4 +1,4 @@
-//! Combining Deferreds: `DeferredList`, `gather_results`, `race` (Twisted §J).
+//! Combining Deferreds: `DeferredList`, `gather_results`, `race` (Twisted's).
 //!
 //! Owns `DeferredList`, `ListResult`, `gather_results`, `race`. Each helper adds
 //! one link at the end of every input's chain and keeps only weak handles to the
@@ -35,7 +35,8 @@ pub enum ListResult<T> {
 /// - by default, once every input has fired: [`ListResult::All`] in input order
 ///   (an empty list fires `All(vec![])` at once);
 /// - with `fire_on_one_callback(true)`: [`ListResult::First`] for the first success
-///   (an empty list never fires; if all inputs fail it fires `All` of the failures,
+///   (an empty list cannot fire, so it fails with [`Abandoned`](super::Abandoned)
+///   at once where Twisted's waits forever; if all inputs fail it fires `All` of the failures,
 ///   as Twisted does);
 /// - with `fire_on_one_errback(true)`: an errback with [`FirstError`] for the first
 ///   failure.
@@ -50,7 +51,7 @@ pub enum ListResult<T> {
 ///     .consume_errors(true)
 ///     .build();
 /// r.callback(3).unwrap(); // the last input fires the list
-/// let Some(Ok(ListResult::All(results))) = list.result() else { panic!() };
+/// let Ok(Ok(ListResult::All(results))) = list.result() else { panic!() };
 /// assert_eq!(results[0].as_ref().unwrap(), &1);
 /// assert_eq!(results[1].as_ref().unwrap_err().to_string(), "no");
 /// assert_eq!(results[2].as_ref().unwrap(), &3);
@@ -158,13 +159,13 @@ impl<T: 'static> DeferredList<T> {
             }
         });
         if n == 0 && !self.fire_on_one_callback {
-            let _ = r.callback(ListResult::All(Vec::new()));
+            r.callback_if_pending(ListResult::All(Vec::new()));
             return d;
         }
         state.borrow_mut().resolver = Some(r);
         for (i, input) in self.inputs.into_iter().enumerate() {
             let s = state.clone();
-            let _ = input.add_both(move |r| record(&s, i, r));
+            input.add_both(move |r| record(&s, i, r)).detach();
         }
         d
     }
@@ -185,18 +186,14 @@ fn record<T: 'static>(
             _ => Ok(()),
         };
     }
+    let mut undelivered = Vec::new();
     let fire = match r {
         Ok(value) if s.fire_on_one_callback => {
             // Failures stored so far are delivered nowhere now.
             if !s.consume_errors {
                 for (k, slot) in s.results.iter().enumerate() {
                     if let Some(Err(f)) = slot {
-                        log::error!(
-                            "Unhandled error in Deferred created at {}: {} (failure origin: {})",
-                            s.created[k],
-                            f,
-                            f.origin()
-                        );
+                        undelivered.push((f.clone(), s.created[k]));
                     }
                 }
             }
@@ -224,7 +221,10 @@ fn record<T: 'static>(
     let results = std::mem::take(&mut s.results);
     drop(s);
     drop((inputs, results));
-    let _ = resolver.resolve(fire);
+    for (f, created_at) in undelivered {
+        super::unhandled::report(f, created_at);
+    }
+    resolver.resolve_if_pending(fire);
     Ok(())
 }
 
@@ -286,10 +286,12 @@ pub fn race<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<(usize, T)> {
     state.borrow_mut().resolver = Some(r);
     for (i, input) in inputs.into_iter().enumerate() {
         let s = state.clone();
-        let _ = input.add_both(move |r| {
-            race_record(&s, i, r);
-            Ok(())
-        });
+        input
+            .add_both(move |r| {
+                race_record(&s, i, r);
+                Ok(())
+            })
+            .detach();
     }
     d
 }
@@ -305,7 +307,7 @@ fn race_record<T: 'static>(state: &Rc<RefCell<Race<T>>>, i: usize, r: Result<T, 
             let inputs = std::mem::take(&mut s.inputs);
             s.failures.clear();
             drop(s);
-            let _ = resolver.callback((i, v));
+            resolver.callback_if_pending((i, v));
             for (k, w) in inputs.iter().enumerate() {
                 if k != i {
                     cancel_weak(w);
@@ -324,7 +326,7 @@ fn race_record<T: 'static>(state: &Rc<RefCell<Race<T>>>, i: usize, r: Result<T, 
                     .collect();
                 s.inputs.clear();
                 drop(s);
-                let _ = resolver.errback(FailureGroup(failures));
+                resolver.errback_if_pending(FailureGroup(failures));
             }
         }
     }

@@ -1,28 +1,77 @@
 //! Mutual exclusion for callback chains: `DeferredLock` and `DeferredSemaphore`
-//! (Twisted's, R47–R48).
+//! (Twisted's).
 //!
-//! Owns `DeferredLock`, `DeferredSemaphore`. Acquiring gives a `Deferred<()>`
-//! that fires when the lock/token is yours; release it with `release()` (there
-//! is no guard: the holder is a callback chain, not a scope). Releases that
-//! happen inside a waiter's callback are trampolined, so a cascade through any
-//! number of waiters runs at constant stack depth (Twisted's #9304 overflows).
-//! Tests: tests/deferred_lock_queue.rs.
+//! Owns `DeferredLock`, `DeferredSemaphore` and `LockGuard`. Acquiring gives
+//! a `Deferred<LockGuard>` that fires when the lock/token is yours; the guard
+//! gives it back when dropped, wherever down the chain it travelled (Twisted's
+//! `release()`, which could be forgotten or called twice, is gone). Releases
+//! that happen inside a waiter's callback are trampolined, so a cascade
+//! through any number of waiters runs at constant stack depth (Twisted's
+//! [#9304](https://github.com/twisted/twisted/issues/9304) overflows).
+//! Tests: tests/deferred_lock_queue.rs, tests/deferred_lock_guard.rs.
 
-use super::errors::NotLocked;
 use super::{maybe_deferred, succeed, Deferred, IntoStep, Resolver};
-use crate::Error;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::rc::Rc;
 
 struct Sem {
     tokens: usize,
     limit: usize,
-    waiters: VecDeque<Resolver<()>>,
+    waiters: VecDeque<Resolver<LockGuard>>,
     /// Waiters already granted a token, not yet fired (trampoline).
-    granted: VecDeque<Resolver<()>>,
+    granted: VecDeque<Resolver<LockGuard>>,
     firing: bool,
+}
+
+/// A held [`DeferredLock`], or one token of a [`DeferredSemaphore`]: what
+/// `acquire()` fires with. Dropping it releases (the next waiter, if any,
+/// gets the lock now, or right after the callback that dropped it). It can
+/// travel down the chain as a value, so the lock is held until the step
+/// that finally drops it.
+///
+/// ```
+/// use deferloop::deferred::DeferredLock;
+///
+/// let lock = DeferredLock::new();
+/// let done = lock
+///     .acquire()
+///     .map(|guard| {
+///         // ... work while holding the lock ...
+///         drop(guard); // or let it go at the end of the chain
+///     });
+/// assert!(!lock.is_locked());
+/// # done.detach();
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard {
+    sem: Option<Shared>,
+}
+
+impl LockGuard {
+    /// Releases now (the same as dropping the guard; reads better in a chain).
+    pub fn release(self) {}
+
+    /// Gives up the token without releasing it (for a grant nobody took).
+    fn defuse(mut self) {
+        self.sem = None;
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(sem) = self.sem.take() {
+            sem.release();
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LockGuard")
+    }
 }
 
 #[derive(Clone)]
@@ -39,15 +88,22 @@ impl Shared {
         })))
     }
 
+    fn guard(&self) -> LockGuard {
+        LockGuard {
+            sem: Some(self.clone()),
+        }
+    }
+
     #[track_caller]
-    fn acquire(&self) -> Deferred<()> {
+    fn acquire(&self) -> Deferred<LockGuard> {
         let mut s = self.0.borrow_mut();
         if s.tokens > 0 {
             s.tokens -= 1;
-            return succeed(());
+            drop(s);
+            return succeed(self.guard());
         }
         let weak = Rc::downgrade(&self.0);
-        let (d, r) = Deferred::with_canceller(move |r: &Resolver<()>| {
+        let (d, r) = Deferred::with_canceller(move |r: &Resolver<LockGuard>| {
             if let Some(sem) = weak.upgrade() {
                 sem.borrow_mut().waiters.retain(|w| !Resolver::same(w, r));
             }
@@ -56,26 +112,34 @@ impl Shared {
         d
     }
 
-    fn release(&self) -> Result<(), NotLocked> {
+    /// Returns the token of a guard being dropped.
+    fn release(&self) {
         let mut s = self.0.borrow_mut();
-        if s.tokens >= s.limit {
-            return Err(NotLocked);
-        }
+        debug_assert!(s.tokens < s.limit, "a guard holds a token");
         match s.waiters.pop_front() {
             Some(w) => s.granted.push_back(w),
             None => {
                 s.tokens += 1;
-                return Ok(());
+                return;
             }
         }
         if s.firing {
             // An outer release is firing waiters: it will fire this one too.
-            return Ok(());
+            return;
         }
         s.firing = true;
         while let Some(w) = s.granted.pop_front() {
             drop(s);
-            let taken = w.try_resolve(Ok(())).is_ok();
+            let taken = match w.try_resolve(Ok(self.guard())) {
+                Ok(()) => true,
+                Err(refused) => {
+                    // Its token is passed on below, not released.
+                    if let Ok(guard) = refused {
+                        guard.defuse();
+                    }
+                    false
+                }
+            };
             drop(w);
             s = self.0.borrow_mut();
             if !taken {
@@ -87,15 +151,13 @@ impl Shared {
             }
         }
         s.firing = false;
-        Ok(())
     }
 
     #[track_caller]
     fn run<R: IntoStep>(&self, f: impl FnOnce() -> R + 'static) -> Deferred<R::Output> {
-        let me = self.clone();
-        self.acquire().add_callback(move |()| {
+        self.acquire().add_callback(move |guard| {
             maybe_deferred(f).add_both(move |r| {
-                let _ = me.release();
+                guard.release();
                 r
             })
         })
@@ -104,9 +166,15 @@ impl Shared {
 
 /// A lock for callback chains (Twisted's `DeferredLock`).
 ///
-/// [`acquire`](Self::acquire) fires at once if unlocked, else when the holders
-/// before it have released (FIFO). Cancelling a waiting acquire removes it from
-/// the queue (it fails with `Cancelled`); cancelling a fired one does nothing.
+/// [`acquire`](Self::acquire) fires with a [`LockGuard`] at once if unlocked,
+/// else when the holders before it have dropped theirs (FIFO). Cancelling a
+/// waiting acquire removes it from the queue (it fails with `Cancelled`);
+/// cancelling a fired one does nothing. A lock dropped while acquires wait
+/// fails them with [`Abandoned`](super::Abandoned).
+///
+/// **Unlike Twisted** there is no `release()` on the lock: the guard releases
+/// when dropped, so a lock cannot be released twice or by someone who does
+/// not hold it.
 ///
 /// # Examples
 /// ```
@@ -116,7 +184,7 @@ impl Shared {
 /// let first = lock.acquire();
 /// let second = lock.acquire();
 /// assert!(first.is_called() && !second.is_called());
-/// lock.release().unwrap();
+/// drop(first); // its guard goes with it
 /// assert!(second.is_called());
 /// ```
 #[derive(Clone)]
@@ -128,19 +196,10 @@ impl DeferredLock {
         DeferredLock(Shared::new(1))
     }
 
-    /// A Deferred that fires when the caller holds the lock.
+    /// A Deferred that fires with the lock's guard when the caller holds it.
     #[track_caller]
-    pub fn acquire(&self) -> Deferred<()> {
+    pub fn acquire(&self) -> Deferred<LockGuard> {
         self.0.acquire()
-    }
-
-    /// Releases the lock: the first waiter (if any) gets it and its Deferred fires
-    /// now (or, inside another waiter's callback, right after that callback).
-    ///
-    /// # Errors
-    /// [`NotLocked`] if the lock is not held.
-    pub fn release(&self) -> Result<(), NotLocked> {
-        self.0.release()
     }
 
     /// Runs `f` holding the lock; releases it when `f`'s outcome (a Deferred it
@@ -177,37 +236,31 @@ impl fmt::Debug for DeferredLock {
 }
 
 /// A semaphore for callback chains (Twisted's `DeferredSemaphore`): up to
-/// `tokens` holders at once, the rest wait FIFO. Cancellation as for
+/// `tokens` holders at once, the rest wait FIFO. Each holder has a
+/// [`LockGuard`] that returns its token when dropped. Cancellation as for
 /// [`DeferredLock`].
 #[derive(Clone)]
 pub struct DeferredSemaphore(Shared);
 
 impl DeferredSemaphore {
-    /// A semaphore with `tokens` tokens available.
+    /// A semaphore with `tokens` tokens available (zero tokens, which
+    /// Twisted refuses at run time, cannot be asked for).
     ///
-    /// # Errors
-    /// [`Error::InvalidInput`] if `tokens` is 0.
-    pub fn new(tokens: usize) -> Result<DeferredSemaphore, Error> {
-        if tokens < 1 {
-            return Err(Error::InvalidInput(
-                "DeferredSemaphore needs at least one token",
-            ));
-        }
-        Ok(DeferredSemaphore(Shared::new(tokens)))
+    /// ```
+    /// use deferloop::deferred::DeferredSemaphore;
+    /// use std::num::NonZeroUsize;
+    ///
+    /// let sem = DeferredSemaphore::new(NonZeroUsize::new(2).unwrap());
+    /// assert_eq!(sem.tokens(), 2);
+    /// ```
+    pub fn new(tokens: NonZeroUsize) -> DeferredSemaphore {
+        DeferredSemaphore(Shared::new(tokens.get()))
     }
 
-    /// A Deferred that fires when the caller holds a token.
+    /// A Deferred that fires with a guard when the caller holds a token.
     #[track_caller]
-    pub fn acquire(&self) -> Deferred<()> {
+    pub fn acquire(&self) -> Deferred<LockGuard> {
         self.0.acquire()
-    }
-
-    /// Returns a token: the first waiter (if any) gets it.
-    ///
-    /// # Errors
-    /// [`NotLocked`] if no token is held.
-    pub fn release(&self) -> Result<(), NotLocked> {
-        self.0.release()
     }
 
     /// Runs `f` holding a token (see [`DeferredLock::run`]).

@@ -4,8 +4,10 @@
 //! callback may return ([`IntoStep`]), and [`succeed`], [`fail`],
 //! [`maybe_deferred`]. The helpers live beside it: [`list`] (DeferredList,
 //! gather, race), [`timeout`], [`task`] (defer_later, LoopingCall), [`lock`],
-//! [`queue`], and [`errors`]. The untyped core is `node.rs`. Tests: unit tests in
-//! `node.rs`; behaviour in tests/deferred_*.rs.
+//! [`queue`], and [`errors`]. The firing side is `resolver.rs`, what callbacks
+//! return `steps.rs`; the untyped core is `node.rs` with `cancel.rs`,
+//! `value.rs` and `run.rs`. Tests: unit tests beside the core; behaviour in
+//! tests/deferred_*.rs.
 //!
 //! A `Deferred` is Twisted's Deferred with types: a chain of (callback, errback)
 //! pairs fed by one result, with the same rules (chaining, pausing, cancelling,
@@ -40,7 +42,7 @@
 //!
 //! let (d, r) = Deferred::<u32>::new();
 //! let d = d
-//!     .add_callback(|x| Ok::<_, Failure>(x * 2))
+//!     .add_callback(|x| Ok(x * 2))
 //!     .add_callback(|x| succeed(x + 1)) // returning a Deferred chains it
 //!     .add_callback(|x| if x > 100 { Err(Failure::msg("too big")) } else { Ok(x) })
 //!     .add_errback(|_f| Ok(0));
@@ -48,6 +50,7 @@
 //! assert_eq!(d.result().unwrap().unwrap(), 41);
 //! ```
 
+mod cancel;
 pub mod errors;
 pub mod failure;
 mod links;
@@ -55,24 +58,33 @@ pub mod list;
 pub mod lock;
 mod node;
 pub mod queue;
+mod resolver;
+mod run;
+mod steps;
 pub mod task;
 pub mod timeout;
+mod unhandled;
+mod value;
 
 pub use errors::{
-    AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, NotLocked, NotPaused,
-    QueueOverflow, QueueUnderflow, TimedOut,
+    Abandoned, AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, LoopClosed,
+    NotPaused, QueueOverflow, QueueUnderflow, TimedOut,
 };
 pub use list::{gather_results, race, DeferredList, ListResult};
-pub use lock::{DeferredLock, DeferredSemaphore};
+pub use lock::{DeferredLock, DeferredSemaphore, LockGuard};
 pub use queue::DeferredQueue;
+pub use resolver::Resolver;
+pub use steps::IntoStep;
 pub use task::{defer_later, LoopingCall};
+pub use unhandled::{set_unhandled_failure_hook, UnhandledFailure, UnhandledFailureHook};
 
 use crate::Failure;
-use node::{Node, NodeRef, Outcome, Res, StepFn, Value, WeakNode};
+use node::{Node, NodeRef, StepFn, Value, WeakNode};
 use std::fmt;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::rc::Rc;
+use steps::{Map, OnBoth, OnEither, OnFailure, OnValue, Step};
 
 /// A result that isn't available yet, and the chain of callbacks that will
 /// process it.
@@ -97,18 +109,40 @@ use std::rc::Rc;
 /// - Adding a pair to a fired, idle Deferred runs it before `add_*` returns;
 ///   adding from inside a running callback of the same chain only appends.
 /// - While [paused](Self::pause), firing and adding only store.
+/// - If every [`Resolver`] is dropped before firing, the chain fails with
+///   [`Abandoned`] at that moment (as a dropped `oneshot::Sender` does): a
+///   Deferred nobody can fire does not wait forever.
 /// - A Deferred dropped (with its `Resolver`s) while its final result is a
-///   failure logs `"Unhandled error in Deferred"` once via `log::error!`, with its
-///   creation site and the failure's origin.
+///   failure reports it once: to the hook installed with
+///   [`set_unhandled_failure_hook`], else with `log::error!` (`"Unhandled error
+///   in Deferred"`, its creation site and the failure's origin). To let a
+///   chain go on purpose, call [`detach`](Self::detach).
 ///
 /// `Deferred<T>` is consumed by every `add_*` and is not `Clone`: exactly one
 /// party extends a chain, and nobody can add callbacks to a Deferred after
-/// returning it from a callback (Twisted's footgun #6171 is impossible by
+/// returning it from a callback (Twisted's footgun
+/// [#6171](https://github.com/twisted/twisted/issues/6171) is impossible by
 /// construction). It is `!Send`: a chain belongs to one thread.
 ///
 /// ```compile_fail
 /// fn send<T: Send>(_: T) {}
 /// send(deferloop::deferred::succeed(1u8));
+/// ```
+///
+/// Both handles are invariant in `T`, since both put a `T` in and take one
+/// out: a handle for a more general type cannot pass for a more specific one.
+///
+/// ```compile_fail
+/// use deferloop::{Deferred, Resolver};
+/// fn narrow(r: Resolver<for<'a> fn(&'a str)>) -> Resolver<fn(&'static str)> {
+///     r
+/// }
+/// ```
+/// ```compile_fail
+/// use deferloop::Deferred;
+/// fn narrow<'x>(d: Deferred<&'static str>) -> Deferred<&'x str> {
+///     d
+/// }
 /// ```
 ///
 /// # Errors
@@ -118,138 +152,8 @@ use std::rc::Rc;
 #[must_use = "a Deferred does nothing unless callbacks are added or it is kept"]
 pub struct Deferred<T> {
     node: NodeRef,
-    _t: PhantomData<*const T>,
-}
-
-/// The firing side of a [`Deferred`]: `callback`, `errback`, `resolve`.
-///
-/// Cheap to clone; all clones fire the same Deferred (once). Holding a
-/// `Resolver` keeps the Deferred's state alive.
-pub struct Resolver<T> {
-    node: NodeRef,
-    _t: PhantomData<*const T>,
-}
-
-impl<T> Clone for Resolver<T> {
-    fn clone(&self) -> Self {
-        Resolver {
-            node: self.node.clone(),
-            _t: PhantomData,
-        }
-    }
-}
-
-/// One step of a chain, as returned by a callback (see [`IntoStep`]).
-#[doc(hidden)]
-pub enum Step<U> {
-    /// A plain result.
-    Ready(Result<U, Failure>),
-    /// A Deferred to chain.
-    Chain(Deferred<U>),
-}
-
-/// What a callback may return: `Result<U, Failure>` (use `?` on any error, since
-/// every `std::error::Error` converts into a [`Failure`]) or a `Deferred<U>`
-/// (chaining). The associated type lets the compiler infer `U`.
-pub trait IntoStep {
-    /// The value type the chain continues with.
-    type Output: 'static;
-    /// Converts into a step.
-    #[doc(hidden)]
-    fn into_step(self) -> Step<Self::Output>;
-}
-
-impl<U: 'static> IntoStep for Result<U, Failure> {
-    type Output = U;
-    #[inline]
-    fn into_step(self) -> Step<U> {
-        Step::Ready(self)
-    }
-}
-
-impl<U: 'static> IntoStep for Deferred<U> {
-    type Output = U;
-    #[inline]
-    fn into_step(self) -> Step<U> {
-        Step::Chain(self)
-    }
-}
-
-#[inline]
-fn outcome<R: IntoStep>(r: R) -> Outcome {
-    match r.into_step() {
-        Step::Ready(Ok(v)) => Outcome::Done(Ok(Value::new(v))),
-        Step::Ready(Err(f)) => Outcome::Done(Err(f)),
-        Step::Chain(d) => Outcome::Chain(d.node),
-    }
-}
-
-// The steps of `add_callback` (and `map`), `add_errback`, `add_callbacks`
-// and `add_both`: types rather than closures, so that `run` can be always
-// inlined (see `node::StepFn`).
-
-struct OnValue<T, F>(F, PhantomData<fn(T)>);
-
-impl<T: 'static, R: IntoStep, F: FnOnce(T) -> R> StepFn for OnValue<T, F> {
-    #[inline(always)]
-    fn run(self, r: Res) -> Outcome {
-        match r {
-            Ok(v) => outcome((self.0)(v.take::<T>())),
-            Err(e) => Outcome::Done(Err(e)),
-        }
-    }
-}
-
-struct Map<T, F>(F, PhantomData<fn(T)>);
-
-impl<T: 'static, U: 'static, F: FnOnce(T) -> U> StepFn for Map<T, F> {
-    #[inline(always)]
-    fn run(self, r: Res) -> Outcome {
-        match r {
-            Ok(v) => Outcome::Done(Ok(Value::new((self.0)(v.take::<T>())))),
-            Err(e) => Outcome::Done(Err(e)),
-        }
-    }
-}
-
-struct OnFailure<F>(F);
-
-impl<R: IntoStep, F: FnOnce(Failure) -> R> StepFn for OnFailure<F> {
-    #[inline(always)]
-    fn run(self, r: Res) -> Outcome {
-        match r {
-            Ok(v) => Outcome::Done(Ok(v)),
-            Err(e) => outcome((self.0)(e)),
-        }
-    }
-}
-
-struct OnEither<T, F, G>(F, G, PhantomData<fn(T)>);
-
-impl<T, R, E, F, G> StepFn for OnEither<T, F, G>
-where
-    T: 'static,
-    R: IntoStep,
-    E: IntoStep<Output = R::Output>,
-    F: FnOnce(T) -> R,
-    G: FnOnce(Failure) -> E,
-{
-    #[inline(always)]
-    fn run(self, r: Res) -> Outcome {
-        match r {
-            Ok(v) => outcome((self.0)(v.take::<T>())),
-            Err(e) => outcome((self.1)(e)),
-        }
-    }
-}
-
-struct OnBoth<T, F>(F, PhantomData<fn(T)>);
-
-impl<T: 'static, R: IntoStep, F: FnOnce(Result<T, Failure>) -> R> StepFn for OnBoth<T, F> {
-    #[inline(always)]
-    fn run(self, r: Res) -> Outcome {
-        outcome((self.0)(r.map(Value::take::<T>)))
-    }
+    /// Invariant in `T` (the chain reads and writes `T`s), and `!Send`.
+    _t: PhantomData<*mut T>,
 }
 
 impl<T: 'static> Deferred<T> {
@@ -264,11 +168,9 @@ impl<T: 'static> Deferred<T> {
     /// creation site (shown in [`AlreadyCalled`] and unhandled-error logs).
     #[track_caller]
     pub fn new() -> (Deferred<T>, Resolver<T>) {
-        let node = Node::new_ref(Location::caller());
-        let r = Resolver {
-            node: node.clone(),
-            _t: PhantomData,
-        };
+        let at = Location::caller();
+        let node = Node::with_resolvers(at, 1);
+        let r = Resolver::counted(node.clone(), at);
         (Deferred::from_node(node), r)
     }
 
@@ -278,20 +180,18 @@ impl<T: 'static> Deferred<T> {
     /// dropped when the Deferred fires.
     #[track_caller]
     pub fn with_canceller(f: impl FnOnce(&Resolver<T>) + 'static) -> (Deferred<T>, Resolver<T>) {
+        let at = Location::caller();
         let (d, r) = Deferred::new();
         d.node
             .borrow_mut()
             .set_canceller(Box::new(move |node: &NodeRef| {
-                f(&Resolver {
-                    node: node.clone(),
-                    _t: PhantomData,
-                })
+                f(&Resolver::from_node(node.clone(), at))
             }));
         (d, r)
     }
 
     /// Adds `step` to the chain (it runs at once if the Deferred has fired
-    /// and is idle, Twisted's R4).
+    /// and is idle, as in Twisted).
     #[inline]
     fn push(self, step: impl StepFn + 'static, at: &'static Location<'static>) -> NodeRef {
         node::add_call(&self.node, step, at);
@@ -299,7 +199,9 @@ impl<T: 'static> Deferred<T> {
     }
 
     /// Appends a callback (failures pass through). `f` returns
-    /// `Result<U, Failure>` or `Deferred<U>`.
+    /// `Result<U, Failure>` or `Deferred<U>`; the error type is inferred, so
+    /// `|x| Ok(x + 1)` needs no annotation, and `?` works on any error.
+    #[doc(alias = "and_then")]
     #[track_caller]
     #[inline]
     pub fn add_callback<R: IntoStep>(
@@ -311,6 +213,7 @@ impl<T: 'static> Deferred<T> {
     }
 
     /// Appends an errback (values pass through); it may recover with `Ok`.
+    #[doc(alias = "or_else")]
     #[track_caller]
     #[inline]
     pub fn add_errback<R: IntoStep<Output = T>>(
@@ -334,6 +237,7 @@ impl<T: 'static> Deferred<T> {
     }
 
     /// Appends `f` as both callback and errback (Twisted's `addBoth`).
+    #[doc(alias = "then")]
     #[track_caller]
     #[inline]
     pub fn add_both<R: IntoStep>(
@@ -370,7 +274,7 @@ impl<T: 'static> Deferred<T> {
         }
     }
 
-    /// Cancels the Deferred (Twisted's rules R26–R31):
+    /// Cancels the Deferred (Twisted's rules):
     /// - unfired with a canceller: the canceller runs once with the Resolver;
     ///   unless it fired the Deferred, a [`Cancelled`] failure follows (a later fire
     ///   is then `AlreadyCalled`). A panicking canceller is logged with
@@ -408,11 +312,41 @@ impl<T: 'static> Deferred<T> {
     }
 
     /// Takes the result if the Deferred has fired and has nothing left to run
-    /// (not paused, not waiting, not running); `None` otherwise. Taking a failure
-    /// counts as handling it (it is not reported).
-    pub fn result(self) -> Option<Result<T, Failure>> {
-        node::take_result(&self.node).map(|r| r.map(Value::take::<T>))
+    /// (not paused, not waiting, not running); otherwise hands the Deferred
+    /// back unchanged, as `Err`, so a pending chain is not lost. Taking a
+    /// failure counts as handling it (it is not reported).
+    ///
+    /// ```
+    /// use deferloop::Deferred;
+    ///
+    /// let (d, r) = Deferred::<u8>::new();
+    /// let d = d.result().unwrap_err(); // not fired yet: the handle comes back
+    /// r.callback(7).unwrap();
+    /// assert_eq!(d.result().unwrap().unwrap(), 7);
+    /// ```
+    ///
+    /// # Errors
+    /// The Deferred itself, when it has no result to give yet.
+    pub fn result(self) -> Result<Result<T, Failure>, Deferred<T>> {
+        match node::take_result(&self.node) {
+            Some(r) => Ok(r.map(Value::take::<T>)),
+            None => Err(self),
+        }
     }
+
+    /// Lets the chain go: nobody will add to it or take its result. It still
+    /// runs when fired, and a failure at its end is still reported as
+    /// unhandled (see [`set_unhandled_failure_hook`]). The named way to do what
+    /// `let _ = d.add_errback(..)` did.
+    ///
+    /// ```
+    /// use deferloop::Deferred;
+    ///
+    /// let (d, r) = Deferred::<u8>::new();
+    /// d.map(|n| println!("got {n}")).detach();
+    /// r.callback(1).unwrap();
+    /// ```
+    pub fn detach(self) {}
 
     /// Where the Deferred was created.
     pub fn created_at(&self) -> &'static Location<'static> {
@@ -440,21 +374,15 @@ impl<T: 'static> Deferred<T> {
 impl<T> fmt::Debug for Deferred<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.node.borrow();
-        f.debug_struct("Deferred")
-            .field("created_at", &format_args!("{}", n.created_at()))
+        let mut s = f.debug_struct("Deferred");
+        s.field("created_at", &format_args!("{}", n.created_at()))
             .field("called", &n.is_called())
-            .field("paused", &n.is_paused())
-            .finish()
-    }
-}
-
-impl<T> fmt::Debug for Resolver<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.node.borrow();
-        f.debug_struct("Resolver")
-            .field("created_at", &format_args!("{}", n.created_at()))
-            .field("called", &n.is_called())
-            .finish()
+            .field("paused", &n.is_paused());
+        // Twisted's repr: "waiting on Deferred at ...".
+        if let Some(at) = n.waiting_on() {
+            s.field("waiting_on", &format_args!("Deferred created at {at}"));
+        }
+        s.finish()
     }
 }
 
@@ -475,64 +403,6 @@ impl CancelHandle {
 pub(crate) fn cancel_weak(w: &WeakNode) {
     if let Some(n) = w.upgrade() {
         node::cancel(&n);
-    }
-}
-
-impl<T: 'static> Resolver<T> {
-    /// Fires the Deferred with a value; its chain runs now (unless paused).
-    ///
-    /// Each callback gets the previous result. `Err(Failure)` switches to
-    /// errbacks; an errback returning `Ok` switches back; a returned `Deferred`
-    /// pauses this chain until it has a result.
-    ///
-    /// # Errors
-    /// [`AlreadyCalled`] if the Deferred has fired before (including from inside
-    /// its own callback). After a `cancel()` without canceller, one late fire is
-    /// absorbed silently instead.
-    #[track_caller]
-    pub fn callback(&self, v: T) -> Result<(), AlreadyCalled> {
-        self.fire(Ok(Value::new(v)))
-    }
-
-    /// Fires the Deferred with a failure (anything that converts into one).
-    ///
-    /// # Errors
-    /// As for [`callback`](Self::callback).
-    #[track_caller]
-    pub fn errback(&self, f: impl Into<Failure>) -> Result<(), AlreadyCalled> {
-        self.fire(Err(f.into()))
-    }
-
-    /// Fires the Deferred with `r`: `callback` or `errback`.
-    ///
-    /// # Errors
-    /// As for [`callback`](Self::callback).
-    #[track_caller]
-    pub fn resolve(&self, r: Result<T, Failure>) -> Result<(), AlreadyCalled> {
-        self.fire(r.map(Value::new))
-    }
-
-    #[track_caller]
-    fn fire(&self, r: Res) -> Result<(), AlreadyCalled> {
-        node::fire(&self.node, r, Location::caller()).map_err(|(e, _)| e)
-    }
-
-    /// Fires, handing back the result if the Deferred had already fired (for
-    /// helpers that must not lose a value, e.g. a queue).
-    #[track_caller]
-    pub(crate) fn try_resolve(&self, r: Result<T, Failure>) -> Result<(), Result<T, Failure>> {
-        node::fire(&self.node, r.map(Value::new), Location::caller())
-            .map_err(|(_, r)| r.map(Value::take::<T>))
-    }
-
-    /// Whether the Deferred has fired.
-    pub fn is_called(&self) -> bool {
-        self.node.borrow().is_called()
-    }
-
-    /// Whether `a` and `b` fire the same Deferred.
-    pub(crate) fn same(a: &Resolver<T>, b: &Resolver<T>) -> bool {
-        Rc::ptr_eq(&a.node, &b.node)
     }
 }
 

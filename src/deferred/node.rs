@@ -1,8 +1,9 @@
 //! The untyped core of a Deferred: one `Node` per chain, shared by the typed
-//! `Deferred<T>` and `Resolver<T>` handles, and the iterative chain runner.
+//! `Deferred<T>` and `Resolver<T>` handles.
 //!
-//! Owns `Node`, `Link`, `Outcome`, `Value` and the functions that fire, run,
-//! pause, cancel and drop nodes; the link queue is `links.rs`. The typed layer
+//! Owns `Node`, `Link`, `Outcome` and the functions that fire, add to, pause,
+//! cancel and drop nodes. Beside it: the value a step carries (`value.rs`),
+//! the link queue (`links.rs`) and the runner (`run.rs`). The typed layer
 //! (`mod.rs`) guarantees that every `Value` is taken out as the type it was put
 //! in. Tests: below (invariants) and tests/deferred_*.rs (behaviour).
 //!
@@ -22,14 +23,14 @@
 //! nobody can tell. Code on that path has no panicking branch while it owns a
 //! value: a cleanup pad would pin the value to the stack (see `Value::take`).
 
-use super::errors::{AlreadyCalled, Cancelled, ChainedToSelf};
+pub(crate) use super::cancel::{add_resolver, cancel, drop_resolver};
+use super::errors::AlreadyCalled;
 use super::links::Links;
+use super::run::{call, run, run_calls, settle, Next};
+pub(crate) use super::value::Value;
 use crate::Failure;
-use smallvec::SmallVec;
-use std::any::{Any, TypeId};
-use std::cell::{RefCell, RefMut};
-use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
-use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::cell::RefCell;
+use std::panic::Location;
 use std::rc::{Rc, Weak};
 
 /// Shared handle to a node.
@@ -46,137 +47,6 @@ pub(crate) type Callback = Box<dyn FnOnce(&mut Outcome)>;
 /// A canceller, called with the node it cancels.
 pub(crate) type Canceller = Box<dyn FnOnce(&NodeRef)>;
 
-/// A type-erased value. The typed API guarantees `take::<T>` matches `new::<T>`.
-///
-/// Values of at most three words (and alignment at most 8) are stored inline,
-/// the rest in a `Box<dyn Any>`: a chain of `u64` steps allocates nothing per
-/// step (measured: boxing every step made a 10-step chain about 2.5× slower).
-pub(crate) enum Value {
-    Inline(Inline),
-    Boxed(Box<dyn Any>),
-}
-
-const INLINE_WORDS: usize = 3;
-
-/// A value of the type described by `meta`, stored in `buf`.
-pub(crate) struct Inline {
-    buf: MaybeUninit<[usize; INLINE_WORDS]>,
-    meta: &'static Meta,
-    /// The stored value may be `!Send`/`!Sync`: so is its container.
-    _not_send: std::marker::PhantomData<*const ()>,
-}
-
-struct Meta {
-    type_id: fn() -> TypeId,
-    drop: unsafe fn(*mut u8),
-}
-
-trait HasMeta {
-    const META: Meta;
-}
-
-impl<T: 'static> HasMeta for T {
-    const META: Meta = Meta {
-        type_id: TypeId::of::<T>,
-        drop: drop_as::<T>,
-    };
-}
-
-/// # Safety
-/// `p` must point to a valid `T` that is not used (or dropped) afterwards.
-unsafe fn drop_as<T>(p: *mut u8) {
-    // SAFETY: the caller guarantees `p` points to a valid, unused `T`.
-    unsafe { std::ptr::drop_in_place(p.cast::<T>()) }
-}
-
-/// Whether a `T` is stored inline (decided at compile time).
-const fn fits<T>() -> bool {
-    size_of::<T>() <= size_of::<[usize; INLINE_WORDS]>() && align_of::<T>() <= align_of::<usize>()
-}
-
-impl Value {
-    #[inline(always)]
-    pub(crate) fn new<T: 'static>(v: T) -> Value {
-        if fits::<T>() {
-            let mut buf = MaybeUninit::<[usize; INLINE_WORDS]>::uninit();
-            // SAFETY: `buf` is large enough for a `T` and aligned for `usize`,
-            // hence for `T` (`fits`); it is uninitialised, so writing does not
-            // leak anything. `meta` records that it now holds a `T`.
-            unsafe { buf.as_mut_ptr().cast::<T>().write(v) };
-            Value::Inline(Inline {
-                buf,
-                meta: &<T as HasMeta>::META,
-                _not_send: std::marker::PhantomData,
-            })
-        } else {
-            Value::Boxed(Box::new(v))
-        }
-    }
-
-    /// Always inlined: every step takes its input with it, and the check is
-    /// one comparison of `Meta` addresses in the common case.
-    #[inline(always)]
-    pub(crate) fn take<T: 'static>(self) -> T {
-        if !fits::<T>() {
-            return self.take_boxed();
-        }
-        // Nothing is dropped from here on, even if the type check panics (a
-        // bug: the value leaks). That keeps unwinding code away from the hot
-        // path, which would otherwise hold the value in memory.
-        let this = ManuallyDrop::new(self);
-        match &*this {
-            Value::Inline(inline) => {
-                // Same `Meta` address is the fast path; constants may be
-                // duplicated across codegen units, so fall back to the TypeId.
-                if !std::ptr::eq(inline.meta, &<T as HasMeta>::META) {
-                    check_type::<T>(inline.meta);
-                }
-                // SAFETY: `meta` says `buf` holds a `T` written by `new` (the
-                // type ids match); `this` is never dropped (ManuallyDrop), so
-                // the `T` is moved out exactly once.
-                unsafe { inline.buf.as_ptr().cast::<T>().read() }
-            }
-            Value::Boxed(_) => mismatch::<T>(),
-        }
-    }
-
-    fn take_boxed<T: 'static>(self) -> T {
-        match self {
-            Value::Boxed(b) => match b.downcast::<T>() {
-                Ok(b) => *b,
-                Err(_) => mismatch::<T>(),
-            },
-            Value::Inline(_) => mismatch::<T>(),
-        }
-    }
-}
-
-/// The slow half of the type check in [`Value::take`].
-#[cold]
-#[inline(never)]
-fn check_type<T: 'static>(meta: &Meta) {
-    if (meta.type_id)() != TypeId::of::<T>() {
-        mismatch::<T>();
-    }
-}
-
-#[cold]
-fn mismatch<T>() -> ! {
-    panic!(
-        "deferloop bug: Deferred value is not a {}",
-        std::any::type_name::<T>()
-    )
-}
-
-impl Drop for Inline {
-    fn drop(&mut self) {
-        // SAFETY: `buf` holds a valid value of the type `meta` describes (written
-        // by `Value::new`); values moved out by `take` are never dropped here
-        // (ManuallyDrop), so this drops it exactly once.
-        unsafe { (self.meta.drop)(self.buf.as_mut_ptr().cast::<u8>()) }
-    }
-}
-
 /// What a link's callback produced; also the slot its input is passed in.
 pub(crate) enum Outcome {
     /// A plain result: continue with it.
@@ -190,7 +60,7 @@ pub(crate) enum Outcome {
 impl Outcome {
     /// The result a callback is called with.
     #[inline]
-    fn take_input(&mut self) -> Res {
+    pub(super) fn take_input(&mut self) -> Res {
         match std::mem::replace(self, Outcome::Taken) {
             Outcome::Done(r) => r,
             other => {
@@ -227,7 +97,7 @@ pub(crate) fn callback(step: impl StepFn + 'static) -> Callback {
 
 /// Runs `step` on the result in `slot`, leaving its outcome there.
 #[inline(always)]
-fn in_place(step: impl StepFn, slot: &mut Outcome) {
+pub(super) fn in_place(step: impl StepFn, slot: &mut Outcome) {
     let r = slot.take_input();
     let out = step.run(r);
     // The slot holds `Taken`, which owns nothing: overwrite it without the
@@ -247,27 +117,42 @@ pub(crate) enum Link {
 
 /// The state of one chain (Twisted's Deferred instance).
 pub(crate) struct Node {
-    links: Links,
+    pub(super) links: Links,
     /// The current result; `None` before firing, while a callback runs, while
     /// waiting on an inner Deferred, or after the result was moved away.
-    result: Option<Res>,
-    called: bool,
-    running: bool,
-    suppress_already_called: bool,
-    paused: u32,
+    pub(super) result: Option<Res>,
+    pub(super) called: bool,
+    pub(super) running: bool,
+    pub(super) suppress_already_called: bool,
+    pub(super) paused: u32,
+    /// Live `Resolver`s: when the last one goes while the node is unfired,
+    /// nobody can fire it any more (see [`drop_resolver`]).
+    pub(super) resolvers: u32,
+    /// The result is an [`Abandoned`] failure that no callback was there to
+    /// see: dropping it unseen is not worth a report (nobody was waiting).
+    pub(super) quiet: bool,
     /// Waiting for a Deferred returned by a callback (Twisted counts this in
     /// `paused`; kept apart here so an unmatched `unpause` cannot end the wait).
-    waiting: bool,
+    pub(super) waiting: bool,
     /// The Deferred this one waits on (implicit chaining) or is fed by
     /// (`chain_deferred`).
-    chained_to: Option<WeakNode>,
-    canceller: Option<Canceller>,
-    created_at: &'static Location<'static>,
-    fired_at: Option<&'static Location<'static>>,
+    pub(super) chained_to: Option<WeakNode>,
+    pub(super) canceller: Option<Canceller>,
+    pub(super) created_at: &'static Location<'static>,
+    pub(super) fired_at: Option<&'static Location<'static>>,
 }
 
 impl Node {
     pub(crate) fn new_ref(created_at: &'static Location<'static>) -> NodeRef {
+        Node::with_resolvers(created_at, 0)
+    }
+
+    /// A node whose first `resolvers` Resolvers are being made with it.
+    #[inline]
+    pub(crate) fn with_resolvers(
+        created_at: &'static Location<'static>,
+        resolvers: u32,
+    ) -> NodeRef {
         Rc::new(RefCell::new(Node {
             links: Links::new(),
             result: None,
@@ -275,6 +160,8 @@ impl Node {
             running: false,
             suppress_already_called: false,
             paused: 0,
+            resolvers,
+            quiet: false,
             waiting: false,
             chained_to: None,
             canceller: None,
@@ -307,12 +194,22 @@ impl Node {
         self.paused > 0 || self.waiting
     }
 
+    /// Where the Deferred this one waits on was created, if it waits on one.
+    pub(crate) fn waiting_on(&self) -> Option<&'static Location<'static>> {
+        if !self.waiting {
+            return None;
+        }
+        let inner = self.chained_to.as_ref()?.upgrade()?;
+        let at = inner.try_borrow().ok()?.created_at;
+        Some(at)
+    }
+
     pub(crate) fn set_canceller(&mut self, c: Canceller) {
         self.canceller = Some(c);
     }
 
     /// After a result was stored: whether links are queued behind it.
-    fn next(&self) -> Next {
+    pub(super) fn next(&self) -> Next {
         if self.links.is_empty() {
             Next::Idle
         } else {
@@ -326,11 +223,11 @@ impl Node {
     }
 
     /// Whether `run` would make progress on this node right now.
-    fn runnable(&self) -> bool {
+    pub(super) fn runnable(&self) -> bool {
         self.paused == 0 && !self.waiting && !self.running && self.result.is_some()
     }
 
-    fn already_called(&self, again: &'static Location<'static>) -> AlreadyCalled {
+    pub(super) fn already_called(&self, again: &'static Location<'static>) -> AlreadyCalled {
         AlreadyCalled {
             created_at: self.created_at,
             first_fired_at: self.fired_at.unwrap_or(self.created_at),
@@ -343,6 +240,7 @@ impl Node {
 #[inline]
 pub(crate) fn add_link(node: &NodeRef, link: Link) {
     let mut n = node.borrow_mut();
+    n.quiet = false;
     n.links.push_back(link);
     let go = n.called && n.runnable();
     drop(n);
@@ -362,6 +260,7 @@ pub(crate) fn add_call(
     at: &'static Location<'static>,
 ) {
     let mut n = node.borrow_mut();
+    n.quiet = false;
     let go = n.called && n.runnable();
     if !(go && n.links.is_empty()) {
         n.links.push_back(Link::Call(callback(step), at));
@@ -466,232 +365,12 @@ pub(crate) fn forward(node: &NodeRef, target: &NodeRef, at: &'static Location<'s
     add_link(node, Link::Forward(target.clone(), at));
 }
 
-/// Twisted's `cancel()` (R26–R31).
-///
-/// - Not fired, with a canceller: the canceller runs once; if it did not fire the
-///   node, a `Cancelled` failure follows (nothing is suppressed later). A panicking
-///   canceller leaves the node unfired and is logged.
-/// - Not fired, no canceller: errback with `Cancelled` and absorb one later fire.
-/// - Fired and waiting on an inner Deferred: cancel the inner one instead.
-/// - Otherwise nothing.
-#[track_caller]
-pub(crate) fn cancel(node: &NodeRef) {
-    let at = Location::caller();
-    let mut n = node.borrow_mut();
-    if !n.called {
-        match n.canceller.take() {
-            Some(c) => {
-                drop(n);
-                if let Err(p) = catch_unwind(AssertUnwindSafe(|| c(node))) {
-                    let created = node.borrow().created_at;
-                    log::error!(
-                        "canceller of Deferred created at {created} panicked: {}; the Deferred stays unfired",
-                        super::failure::panic_message(&*p)
-                    );
-                    return;
-                }
-                if !node.borrow().called {
-                    let _ = fire(node, Err(Failure::with_origin(Cancelled, at)), at);
-                }
-            }
-            None => {
-                n.suppress_already_called = true;
-                drop(n);
-                let _ = fire(node, Err(Failure::with_origin(Cancelled, at)), at);
-            }
-        }
-    } else if n.waiting {
-        let inner = n.chained_to.as_ref().and_then(Weak::upgrade);
-        drop(n);
-        if let Some(inner) = inner {
-            cancel(&inner);
-        }
-    }
-}
-
-/// Runs the chain of `start`, and of every Deferred its result flows into.
-///
-/// Iterative, not recursive (Twisted's `_runCallbacks`): `stack` holds the nodes
-/// whose result is flowing, the top one runs. On a `Continue` link the result
-/// moves to the waiting outer node, which is pushed; on a `Forward` link the
-/// target is fired and pushed. When the top node finishes, is paused, or is
-/// already being run by a frame further up the native stack, it is popped and
-/// the one below resumes (Twisted returns on a paused top, stranding the links
-/// queued behind the marker below it). So a result can flow through any number
-/// of nodes at constant native stack depth.
-pub(crate) fn run(start: NodeRef) {
-    let mut stack: SmallVec<[NodeRef; 4]> = SmallVec::new();
-    stack.push(start);
-    'nodes: while let Some(top) = stack.last() {
-        let cur = top.clone();
-        loop {
-            let mut n = cur.borrow_mut();
-            if !n.runnable() {
-                drop(n);
-                stack.pop();
-                continue 'nodes;
-            }
-            let Some(link) = n.links.pop_front() else {
-                drop(n);
-                stack.pop();
-                continue 'nodes;
-            };
-            match link {
-                Link::Call(f, at) => {
-                    let r = n.result.take().expect("runnable node has a result");
-                    n.running = true;
-                    drop(n);
-                    if run_calls(&cur, f, at, r) != Next::More {
-                        stack.pop();
-                        continue 'nodes;
-                    }
-                }
-                Link::Continue(waiter) => {
-                    let r = n.result.take();
-                    drop(n);
-                    let mut w = waiter.borrow_mut();
-                    w.result = r;
-                    w.waiting = false;
-                    w.chained_to = None;
-                    drop(w);
-                    stack.push(waiter);
-                    continue 'nodes;
-                }
-                Link::Forward(target, at) => {
-                    let r = n.result.take().expect("runnable node has a result");
-                    drop(n);
-                    let mut t = target.borrow_mut();
-                    if t.called {
-                        let suppressed = t.suppress_already_called;
-                        t.suppress_already_called = false;
-                        let err = t.already_called(at);
-                        drop(t);
-                        drop(r);
-                        if !suppressed {
-                            cur.borrow_mut().result = Some(Err(Failure::with_origin(err, at)));
-                        }
-                    } else {
-                        t.called = true;
-                        t.fired_at = Some(at);
-                        t.result = Some(r);
-                        t.chained_to = None;
-                        let canceller = t.canceller.take();
-                        drop(t);
-                        drop(canceller);
-                        // `cur` keeps no result (R22): it was handed on.
-                        stack.push(target);
-                        continue 'nodes;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Calls one callback on the result in `slot`, leaving its outcome there; a
-/// panic becomes a failure whose origin is `at`.
-#[inline(always)]
-fn call(f: impl FnOnce(&mut Outcome), slot: &mut Outcome, at: &'static Location<'static>) {
-    if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(slot))) {
-        *slot = Outcome::Done(Err(Failure::from_panic(p, at)));
-    }
-}
-
-/// Where a node stands after the outcome of a callback was settled.
-#[derive(PartialEq, Eq)]
-enum Next {
-    /// It has its result and links are queued: the runner goes on with it.
-    More,
-    /// It has its result and nothing is queued.
-    Idle,
-    /// It waits on a Deferred that a callback returned.
-    Wait,
-}
-
-/// Runs the callback `f` of `cur` (marked running, its result taken out as
-/// `r`) and, while `cur` stays unpaused and its next link is a callback, that
-/// one too: the result stays in one local slot from one callback to the next,
-/// and the node is borrowed once per callback. Then settles the outcome.
-fn run_calls(cur: &NodeRef, mut f: Callback, mut at: &'static Location<'static>, r: Res) -> Next {
-    let mut slot = Outcome::Done(r);
-    loop {
-        call(f, &mut slot, at);
-        let mut n = cur.borrow_mut();
-        if let Outcome::Done(_) = slot {
-            if n.paused == 0 {
-                if let Some((g, g_at)) = n.links.pop_call() {
-                    drop(n);
-                    (f, at) = (g, g_at);
-                    continue;
-                }
-            }
-        }
-        n.running = false;
-        return settle(n, cur, slot, at);
-    }
-}
-
-/// Stores the outcome of a callback of `cur` (borrowed as `n`, not running).
-#[inline]
-fn settle(
-    mut n: RefMut<'_, Node>,
-    cur: &NodeRef,
-    out: Outcome,
-    at: &'static Location<'static>,
-) -> Next {
-    match out {
-        Outcome::Done(r) => {
-            n.result = Some(r);
-            n.next()
-        }
-        Outcome::Chain(inner) => chain_to(n, cur, inner, at),
-        Outcome::Taken => unreachable!("a callback leaves an outcome"),
-    }
-}
-
-/// A callback of `cur` (borrowed as `n`, not running) returned the Deferred
-/// `inner`. If `inner` is ready, its result is taken over (R13: the inner
-/// keeps none, so its failure is not reported twice); if it is `cur` itself,
-/// the result is a `ChainedToSelf` failure. Otherwise `cur` waits: a CONTINUE
-/// link on `inner` hands the result over at the end of its chain (R14).
-#[inline(never)]
-fn chain_to(
-    mut n: RefMut<'_, Node>,
-    cur: &NodeRef,
-    inner: NodeRef,
-    at: &'static Location<'static>,
-) -> Next {
-    if Rc::ptr_eq(&inner, cur) {
-        n.result = Some(Err(Failure::with_origin(ChainedToSelf, at)));
-        return n.next();
-    }
-    let mut i = inner.borrow_mut();
-    let next = if i.is_ready() {
-        n.result = i.result.take();
-        n.next()
-    } else {
-        n.waiting = true;
-        n.chained_to = Some(Rc::downgrade(&inner));
-        i.links.push_back(Link::Continue(cur.clone()));
-        Next::Wait
-    };
-    drop(i);
-    drop(n);
-    // May drop an inner nobody can fire: then `cur` simply waits forever, as
-    // it must.
-    drop(inner);
-    next
-}
-
 impl Drop for Node {
     fn drop(&mut self) {
         if let Some(Err(f)) = &self.result {
-            log::error!(
-                "Unhandled error in Deferred created at {}: {} (failure origin: {})",
-                self.created_at,
-                f,
-                f.origin()
-            );
+            if !self.quiet {
+                super::unhandled::report(f.clone(), self.created_at);
+            }
         }
         // Unlink node-to-node links in a loop, so that dropping a 100,000-deep
         // waiting or forwarding chain does not recurse once per node.
@@ -854,67 +533,6 @@ mod tests {
         let (e, r) = fire(&node, Ok(Value::new(2u64)), here()).err().unwrap();
         assert_eq!(r.ok().unwrap().take::<u64>(), 2);
         assert_eq!(e.created_at, node.borrow().created_at);
-    }
-
-    #[test]
-    #[should_panic(expected = "deferloop bug")]
-    fn value_type_mismatch_is_a_clear_bug_inline() {
-        let _ = Value::new(1u8).take::<u64>();
-    }
-
-    #[test]
-    #[should_panic(expected = "deferloop bug")]
-    fn value_type_mismatch_is_a_clear_bug_boxed() {
-        let _ = Value::new([0u64; 8]).take::<u64>();
-    }
-
-    #[test]
-    fn small_values_are_inline_and_round_trip() {
-        assert!(matches!(Value::new(7u64), Value::Inline(_)));
-        assert!(matches!(Value::new(String::from("x")), Value::Inline(_)));
-        assert!(matches!(Value::new(()), Value::Inline(_)));
-        assert_eq!(Value::new(7u64).take::<u64>(), 7);
-        assert_eq!(Value::new(String::from("abc")).take::<String>(), "abc");
-        assert_eq!(
-            Value::new((1u8, 2u64, 3u32)).take::<(u8, u64, u32)>(),
-            (1, 2, 3)
-        );
-        Value::new(()).take::<()>();
-    }
-
-    #[test]
-    fn large_or_overaligned_values_are_boxed_and_round_trip() {
-        #[repr(align(16))]
-        #[derive(Debug, PartialEq)]
-        struct A16(u8);
-        assert!(matches!(Value::new(A16(1)), Value::Boxed(_)));
-        assert_eq!(Value::new(A16(3)).take::<A16>(), A16(3));
-        assert!(matches!(Value::new([1u64; 4]), Value::Boxed(_)));
-        assert_eq!(Value::new([1u64; 4]).take::<[u64; 4]>(), [1; 4]);
-    }
-
-    #[test]
-    fn inline_values_drop_once_whether_taken_or_not() {
-        use std::cell::Cell;
-        struct Counted(Rc<Cell<u32>>);
-        impl Drop for Counted {
-            fn drop(&mut self) {
-                self.0.set(self.0.get() + 1);
-            }
-        }
-        let drops = Rc::new(Cell::new(0));
-        let v = Value::new(Counted(drops.clone()));
-        assert!(matches!(v, Value::Inline(_)));
-        drop(v); // dropped in place by Inline::drop
-        assert_eq!(drops.get(), 1);
-        let v = Value::new(Counted(drops.clone()));
-        let c = v.take::<Counted>(); // moved out: not dropped by the Value
-        assert_eq!(drops.get(), 1);
-        drop(c);
-        assert_eq!(drops.get(), 2);
-        let r: Res = Ok(Value::new(Counted(drops.clone())));
-        drop(r);
-        assert_eq!(drops.get(), 3);
     }
 
     #[test]

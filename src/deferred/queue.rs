@@ -1,4 +1,4 @@
-//! A queue whose `get` is a Deferred: `DeferredQueue` (Twisted's, R49).
+//! A queue whose `get` is a Deferred: `DeferredQueue` (Twisted's).
 //!
 //! Owns `DeferredQueue`. A `put` that fires a waiting getter from inside
 //! another getter's callback is trampolined (constant stack depth for any

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 ///
 /// Cancelling before the delay cancels the timer, so `f` never runs, and the
 /// Deferred fails with [`Cancelled`](super::Cancelled). If the clock cannot
-/// schedule (`Error::Closed`), the Deferred has failed with that error.
+/// schedule (a closed loop), the Deferred has failed with
+/// [`LoopClosed`](super::LoopClosed).
 #[track_caller]
 pub fn defer_later<C: Clock, R: IntoStep>(
     clock: &C,
@@ -36,10 +37,10 @@ pub fn defer_later<C: Clock, R: IntoStep>(
         }
     });
     match clock.call_later(delay, move || {
-        let _ = r.callback(());
+        r.callback_if_pending(());
     }) {
         Ok(t) => *slot.borrow_mut() = Some(t),
-        Err(e) => return super::fail(Failure::with_origin(e, at)),
+        Err(e) => return super::fail(super::errors::loop_failure(e, at)),
     }
     d.add_callback(move |()| f())
 }
@@ -71,7 +72,7 @@ type Body = Box<dyn FnMut(u64) -> Deferred<()>>;
 /// let clock = ManualClock::new();
 /// let n = Rc::new(Cell::new(0));
 /// let n2 = n.clone();
-/// let lc = LoopingCall::new(clock.clone(), move || { n2.set(n2.get() + 1); Ok::<_, Failure>(()) });
+/// let lc = LoopingCall::new(clock.clone(), move || { n2.set(n2.get() + 1); Ok(()) });
 /// let done = lc.start(Duration::from_secs(1), true).unwrap();
 /// clock.pump(&[Duration::from_secs(1); 3]);
 /// assert_eq!(n.get(), 4);
@@ -195,7 +196,7 @@ impl<C: Clock> LoopingCall<C> {
             drop(s);
             call.cancel();
             if let Some(r) = r {
-                let _ = r.callback(());
+                r.callback_if_pending(());
             }
         }
         Ok(())
@@ -217,7 +218,11 @@ impl<C: Clock> LoopingCall<C> {
             drop(s);
             call.cancel();
             if let Err(e) = schedule(&self.inner) {
-                fail_loop(&self.inner, Failure::msg(e.to_string()));
+                let f = match &e {
+                    Error::Closed => Failure::new(super::errors::LoopClosed),
+                    other => Failure::msg(other.to_string()),
+                };
+                fail_loop(&self.inner, f);
                 return Err(e);
             }
         }
@@ -260,17 +265,17 @@ fn run<C: Clock>(lc: &Rc<RefCell<State<C>>>) {
     };
     lc.borrow_mut().body = Some(body);
     let (ok, err) = (lc.clone(), lc.clone());
-    let _ = d.add_callbacks(
+    d.add_callbacks(
         move |()| {
             let running = ok.borrow().running;
             if running {
                 if let Err(e) = schedule(&ok) {
-                    fail_loop(&ok, Failure::new(e));
+                    fail_loop(&ok, super::errors::loop_failure(e, Location::caller()));
                 }
             } else {
                 let r = ok.borrow_mut().resolver.take();
                 if let Some(r) = r {
-                    let _ = r.callback(());
+                    r.callback_if_pending(());
                 }
             }
             Ok(())
@@ -279,7 +284,8 @@ fn run<C: Clock>(lc: &Rc<RefCell<State<C>>>) {
             fail_loop(&err, f);
             Ok(())
         },
-    );
+    )
+    .detach();
 }
 
 /// `withCount`'s count: grid intervals between the last real call and now.
@@ -334,6 +340,6 @@ fn fail_loop<C: Clock>(lc: &Rc<RefCell<State<C>>>, f: Failure) {
         s.resolver.take()
     };
     if let Some(r) = r {
-        let _ = r.errback(f);
+        r.errback_if_pending(f);
     }
 }

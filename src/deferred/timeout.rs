@@ -1,5 +1,5 @@
 //! `Deferred::add_timeout`: give up on a Deferred after a while (Twisted's
-//! `addTimeout`, R44–R46).
+//! `addTimeout`).
 //!
 //! Owns the `add_timeout` and `add_timeout_with` methods. Time comes from a
 //! [`Clock`] passed in. Tests: tests/deferred_timeout.rs.
@@ -22,8 +22,8 @@ impl<T: 'static> Deferred<T> {
     ///   cancelled later. Other failures, a success, or a `Cancelled` from a manual
     ///   `cancel()` before the timeout pass through unchanged.
     /// - If `clock.call_later` fails, the Deferred is cancelled at once and its
-    ///   `Cancelled` failure replaced by a failure of the clock's
-    ///   [`Error`](crate::Error).
+    ///   `Cancelled` failure replaced by the clock's refusal
+    ///   ([`LoopClosed`](super::LoopClosed) for a closed loop).
     #[track_caller]
     pub fn add_timeout<C: Clock>(self, timeout: Duration, clock: &C) -> Deferred<T> {
         let at = Location::caller();
@@ -65,7 +65,7 @@ impl<T: 'static> Deferred<T> {
                 let e2 = err.clone();
                 let d = self.add_both(move |r| match r {
                     Err(f) if f.check::<Cancelled>() => match e2.borrow_mut().take() {
-                        Some(e) => Err(Failure::with_origin(e, at)),
+                        Some(e) => Err(super::errors::loop_failure(e, at)),
                         None => Err(f),
                     },
                     r => r,

@@ -18,6 +18,7 @@ use super::buffer::WriteBuf;
 use super::core::{self, Phase};
 use super::io::StreamIo;
 use super::{Connection, Protocol, SockAddr, Transport};
+use crate::deferred::LoopClosed;
 use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
 use smallvec::SmallVec;
@@ -408,7 +409,7 @@ impl Conn {
                 let garbage = self.discard(lp);
                 drop(garbage);
                 if let Some(r) = resolver {
-                    let _ = r.errback(io::Error::new(e.kind(), format!("connect to {to}: {e}")));
+                    r.errback_if_pending(io::Error::new(e.kind(), format!("connect to {to}: {e}")));
                 }
                 false
             }
@@ -432,11 +433,11 @@ impl Conn {
                 let ok = self.call(lp, &mut proto, |p| p.connection_made(&t));
                 *self.proto.borrow_mut() = Some(proto);
                 if let Some(r) = resolver {
-                    let _ = if ok {
-                        r.callback(t)
+                    if ok {
+                        r.callback_if_pending(t);
                     } else {
-                        r.errback(Failure::new(Error::Gone))
-                    };
+                        r.errback_if_pending(Failure::new(Error::Gone));
+                    }
                 }
                 let mut st = self.st.borrow_mut();
                 self.flush(lp, &mut st);
@@ -638,13 +639,13 @@ impl Source for Conn {
             )
         };
         if let Some((Some(r), _)) = connect {
-            let _ = r.errback(Failure::new(Error::Closed));
+            r.errback_if_pending(LoopClosed);
         }
         let reason = match phase {
             Phase::Lost | Phase::Connecting => return,
             _ if !made => return,
             Phase::Closed(reason) | Phase::Closing(reason @ Some(_)) => reason,
-            Phase::Open | Phase::Closing(None) => Some(Failure::new(Error::Closed)),
+            Phase::Open | Phase::Closing(None) => Some(Failure::new(LoopClosed)),
         };
         let Some(mut proto) = self.proto.borrow_mut().take() else {
             return;
@@ -693,6 +694,7 @@ pub(crate) fn connect<P: Protocol>(
                 format!("connect to {to}: {e}"),
             )))
         }
+        Err(Error::Closed) => return failed(Failure::new(LoopClosed)),
         Err(e) => return failed(Failure::new(e)),
     };
     let weak = Rc::downgrade(&conn);

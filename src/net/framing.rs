@@ -454,7 +454,9 @@ macro_rules! forward_protocol {
 ///     fn data_received(&mut self, t: &Transport, data: &[u8]) {
 ///         self.0.extend_from_slice(data);
 ///         if self.0 == b"5\r\n10\r\n" {
-///             t.event_loop().stop();
+///             if let Some(lp) = t.event_loop() {
+///                 lp.stop();
+///             }
 ///         }
 ///     }
 /// }

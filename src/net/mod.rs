@@ -33,7 +33,9 @@
 //!     fn data_received(&mut self, t: &Transport, data: &[u8]) {
 //!         self.0.extend_from_slice(data);
 //!         if self.0 == b"hello" {
-//!             t.event_loop().unwrap().stop();
+//!             if let Some(lp) = t.event_loop() {
+//!                 lp.stop();
+//!             }
 //!         }
 //!     }
 //! }

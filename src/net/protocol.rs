@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 /// `connection_made` first, then any number of `data_received`, at most one
 /// `eof_received`, any number of paired `pause_writing`/`resume_writing`, and
 /// `connection_lost` last, **exactly once** — also when the loop is closed with
-/// the connection open (then with an [`Error::Closed`](crate::Error::Closed)
+/// the connection open (then with a [`LoopClosed`](crate::deferred::LoopClosed)
 /// failure). A connection whose connect failed never calls any of them.
 ///
 /// # Guarantees

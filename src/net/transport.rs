@@ -158,7 +158,7 @@ impl Transport {
                 io::ErrorKind::ConnectionAborted,
                 format!("connect to {to}: aborted before it was up"),
             );
-            let _ = r.errback(reason.unwrap_or_else(|| Failure::new(e)));
+            r.errback_if_pending(reason.unwrap_or_else(|| Failure::new(e)));
         }
     }
 

@@ -334,7 +334,7 @@ impl Source for Dgram {
             let reason = match std::mem::replace(&mut st.phase, Phase::Lost) {
                 Phase::Lost => return,
                 Phase::Closed(reason) => reason,
-                _ => Some(Failure::new(Error::Closed)),
+                _ => Some(Failure::new(crate::deferred::LoopClosed)),
             };
             (reason, std::mem::take(&mut st.greet))
         };
@@ -556,7 +556,9 @@ impl Loop {
     ///     }
     ///     fn datagram_received(&mut self, t: &DatagramTransport, data: &[u8], _: SocketAddr) {
     ///         assert_eq!(data, b"ping");
-    ///         t.event_loop().unwrap().stop();
+    ///         if let Some(lp) = t.event_loop() {
+///             lp.stop();
+///         }
     ///     }
     /// }
     ///

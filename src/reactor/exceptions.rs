@@ -11,7 +11,9 @@ pub(crate) type ExceptionHandler = Box<dyn FnMut(&Loop, &ExceptionContext<'_>)>;
 impl Loop {
     /// Installs the function that receives errors the loop cannot hand to
     /// anyone else (a panicking callback, a failing accept); `None` restores
-    /// the default, which logs them with `log::error!`.
+    /// the default, which logs them with `log::error!` (so does
+    /// [`reset_exception_handler`](Self::reset_exception_handler), which needs
+    /// no type annotation).
     ///
     /// A panic inside the handler is caught and logged; the loop goes on.
     pub fn set_exception_handler(
@@ -21,11 +23,16 @@ impl Loop {
         *self.inner.handler.borrow_mut() = handler.map(|h| Box::new(h) as ExceptionHandler);
     }
 
+    /// Restores the default exception handler, [`default_exception_handler`].
+    pub fn reset_exception_handler(&self) {
+        self.inner.handler.borrow_mut().take();
+    }
+
     /// Passes `ctx` to the exception handler (or the default one).
     pub fn call_exception_handler(&self, ctx: &ExceptionContext<'_>) {
         let taken = self.inner.handler.borrow_mut().take();
         let Some(mut handler) = taken else {
-            default_exception_handler(ctx);
+            contained_default_handler(ctx);
             return;
         };
         let r = panic::catch_unwind(AssertUnwindSafe(|| handler(self, ctx)));
@@ -41,7 +48,7 @@ impl Loop {
                 "deferloop: the exception handler panicked ({msg}) while handling: {}",
                 ctx.message
             );
-            default_exception_handler(ctx);
+            contained_default_handler(ctx);
         }
     }
 }
@@ -66,6 +73,19 @@ impl<'a> ExceptionContext<'a> {
             failure: None,
             location: None,
         }
+    }
+}
+
+/// Runs the default handler; if it panics (a logger that fails), says so on
+/// stderr instead of letting the panic out of `run()` (asyncio's
+/// "Exception in default exception handler").
+fn contained_default_handler(ctx: &ExceptionContext<'_>) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| default_exception_handler(ctx))) {
+        let msg = crate::deferred::failure::panic_message(&*payload);
+        eprintln!(
+            "deferloop: the default exception handler panicked ({msg}) while handling: {}",
+            ctx.message
+        );
     }
 }
 

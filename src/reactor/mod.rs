@@ -322,29 +322,64 @@ impl Loop {
         self.inner.turn(self)
     }
 
-    /// Runs until `d` fires, then returns its result.
+    /// Runs until `d` fires, then returns its result (asyncio's
+    /// `run_until_complete`).
+    ///
+    /// The loop's own checks come first, whatever state `d` is in: on a
+    /// closed loop or from inside a running one this returns at once with
+    /// that error, without touching the running loop, and a `d` that has
+    /// already fired returns without running a turn. When it returns, its
+    /// hold on `d` ends: if it returned early (the loop was stopped) and `d`
+    /// fires later, nothing stops the loop then, and a failure `d` ends with
+    /// is reported as unhandled. `d` is never left pending forever by its
+    /// producer: a Deferred whose Resolvers are all dropped fails with
+    /// [`Abandoned`](crate::deferred::Abandoned).
     ///
     /// # Errors
-    /// The Deferred's failure; a loop error (closed, already running, selector)
-    /// as a `Failure`; or a failure saying the loop was stopped before `d` fired.
+    /// The Deferred's failure; or a failure wrapping an [`Error`]:
+    /// [`Error::Closed`], [`Error::Running`] (this or another loop is running
+    /// on this thread), [`Error::Stopped`] (the loop was stopped before `d`
+    /// fired), or a selector error. `?` turns it into a `Box<dyn Error>`.
+    #[track_caller]
     pub fn run_until<T: 'static>(
         &self,
         d: impl Into<crate::deferred::Deferred<T>>,
     ) -> Result<T, Failure> {
         let d = d.into();
+        let at = Location::caller();
+        let loop_error = |e: Error| Failure::with_origin(e, at);
+        let running = RunGuard::enter(self).map_err(loop_error)?;
         let slot: Rc<RefCell<Option<Result<T, Failure>>>> = Rc::new(RefCell::new(None));
-        let s = slot.clone();
-        let lp = self.clone();
-        let _ = d.add_both(move |r: Result<T, Failure>| {
+        let waiting = Rc::new(Cell::new(true));
+        let (s, w, inner) = (slot.clone(), waiting.clone(), Rc::downgrade(&self.inner));
+        d.add_both(move |r: Result<T, Failure>| {
+            if !w.get() {
+                // `run_until` has returned: pass a failure on, to be reported.
+                return r.map(drop);
+            }
             *s.borrow_mut() = Some(r);
-            lp.stop();
-            Ok::<(), Failure>(())
-        });
-        if slot.borrow().is_none() {
-            self.run().map_err(Failure::new)?;
-        }
+            if let Some(inner) = inner.upgrade() {
+                inner.stopping.set(true);
+            }
+            Ok(())
+        })
+        .detach();
+        // As `run()`: a stop ends the run after the current turn.
+        let turns = || {
+            while slot.borrow().is_none() {
+                self.inner.turn(self)?;
+                if self.inner.stopping.get() {
+                    break;
+                }
+            }
+            Ok(())
+        };
+        let ran = turns();
+        waiting.set(false);
+        drop(running); // also clears the stop set above
+        ran.map_err(loop_error)?;
         let r = slot.borrow_mut().take();
-        r.unwrap_or_else(|| Err(Failure::new(Error::Stopped)))
+        r.unwrap_or_else(|| Err(loop_error(Error::Stopped)))
     }
 
     /// Asks the loop to stop once the current turn is over.

@@ -254,12 +254,11 @@ impl Remote {
         let job = RemoteJob {
             f: RemoteFn::new(move |lp: &Loop| {
                 let d = f(lp);
-                let _ = d.add_both(move |r: Result<T, Failure>| {
-                    loop_slot.fill(
-                        r.map_err(|f| Error::Failed(format!("{f} (raised at {})", f.origin()))),
-                    );
-                    Ok::<(), Failure>(())
-                });
+                d.add_both(move |r: Result<T, Failure>| {
+                    loop_slot.fill(r.map_err(|f| Error::Failed(f.report())));
+                    Ok(())
+                })
+                .detach();
             }),
             loc: Location::caller(),
         };

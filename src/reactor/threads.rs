@@ -161,7 +161,7 @@ impl Loop {
     /// let ev = EventLoop::new()?;
     /// let d = ev
     ///     .defer_to_thread(|| (1..=10u64).product::<u64>()) // on a pool thread
-    ///     .add_callback(|n| Ok::<_, Failure>(n / 10)); // back on the loop thread
+    ///     .add_callback(|n| Ok(n / 10)); // back on the loop thread
     /// assert_eq!(ev.run_until(d).unwrap(), 362_880);
     /// # Ok::<(), deferloop::Error>(())
     /// ```
@@ -172,7 +172,7 @@ impl Loop {
     ) -> Deferred<T> {
         let loc = Location::caller();
         if let Err(e) = self.inner.check_open() {
-            return crate::deferred::fail(e);
+            return crate::deferred::fail(crate::deferred::errors::loop_failure(e, loc));
         }
         let weak = Rc::downgrade(&self.inner);
         let id_cell = Rc::new(std::cell::Cell::new(usize::MAX));
@@ -204,7 +204,7 @@ impl Loop {
             let r = pool.waiting.try_remove(id);
             drop(pool);
             if let Some(r) = r.and_then(|b| b.downcast::<Resolver<T>>().ok()) {
-                let _ = r.errback(Failure::new(e));
+                r.errback_if_pending(Failure::new(e));
             }
         }
         d
@@ -223,7 +223,7 @@ impl Loop {
         let r: Resolver<T> = *r;
         let outcome = result.map_err(|p| Failure::from_panic(p, loc));
         // Already fired means cancelled: the late result is dropped quietly.
-        let _ = r.resolve(outcome);
+        r.resolve_if_pending(outcome);
     }
 
     /// The most threads the pool may start (default `min(32, cores + 4)`).

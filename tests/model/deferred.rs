@@ -5,7 +5,7 @@
 //! fuzzer's bytes). What is compared is described in tests/deferred_model.rs.
 #![allow(dead_code)]
 
-use deferloop::deferred::{fail, succeed, AlreadyCalled, Cancelled, Deferred, Resolver};
+use deferloop::deferred::{fail, succeed, Abandoned, AlreadyCalled, Cancelled, Deferred, Resolver};
 use deferloop::{Failure, Panicked};
 use proptest::prelude::*;
 use std::cell::RefCell;
@@ -261,6 +261,63 @@ impl Model {
         }
     }
 
+    /// What dropping the last handles does: the main line's Resolvers in
+    /// order, then the inner ones. A node whose last Resolver goes while it is
+    /// unfired, has links queued, and no live `chain_deferred` source feeds
+    /// it, fails with "abandoned".
+    fn drop_resolvers(&mut self) {
+        // Every node is held by its Resolver until that is dropped; inner
+        // nodes made while abandoned chains run are appended (and held).
+        let mut held = vec![true; self.nodes.len()];
+        let mut k = 0;
+        while k < self.main.len() + self.inners.len() {
+            let id = match self.main.get(k) {
+                Some(&id) => id,
+                None => self.inners[k - self.main.len()],
+            };
+            k += 1;
+            held.resize(self.nodes.len(), true);
+            let alive = self.alive(&held);
+            held[id] = false;
+            let fed = (0..self.nodes.len()).any(|j| {
+                j != id
+                    && alive[j]
+                    && self.nodes[j]
+                        .links
+                        .iter()
+                        .any(|l| matches!(l, LinkM::Forward(t) if *t == id))
+            });
+            let n = &self.nodes[id];
+            if !n.called && !fed && !n.links.is_empty() {
+                self.fire(id, Err("abandoned".to_owned()));
+            }
+        }
+        held.resize(self.nodes.len(), true);
+    }
+
+    /// Nodes held by a Resolver in `held` or by a link of a live node.
+    fn alive(&self, held: &[bool]) -> Vec<bool> {
+        let mut alive = held.to_vec();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for j in 0..self.nodes.len() {
+                if !alive[j] {
+                    continue;
+                }
+                for l in &self.nodes[j].links {
+                    if let LinkM::Continue(t) | LinkM::Forward(t) = *l {
+                        if !alive[t] {
+                            alive[t] = true;
+                            changed = true;
+                        }
+                    }
+                }
+            }
+        }
+        alive
+    }
+
     /// Nodes that will report an unhandled failure when dropped.
     fn unhandled(&self) -> usize {
         let failed = |n: &&NodeM| matches!(n.result, Some(Err(_)));
@@ -272,6 +329,8 @@ impl Model {
 fn render(f: &Failure) -> String {
     if f.check::<Cancelled>() {
         "cancelled".to_owned()
+    } else if f.check::<Abandoned>() {
+        "abandoned".to_owned()
     } else if f.check::<AlreadyCalled>() {
         "already".to_owned()
     } else if let Some(p) = f.downcast_ref::<Panicked>() {
@@ -381,7 +440,7 @@ pub fn check(cancel_with: Option<CancellerM>, ops: Vec<Op>) -> Result<(), TestCa
                 real.add(|d| {
                     d.add_callback(move |x| {
                         t.borrow_mut().push(format!("cb{id}:{x}"));
-                        Ok::<_, Failure>(x + k)
+                        Ok(x + k)
                     })
                 });
             }
@@ -517,9 +576,11 @@ pub fn check(cancel_with: Option<CancellerM>, ops: Vec<Op>) -> Result<(), TestCa
         .take()
         .unwrap()
         .result()
+        .ok()
         .map(|r| r.map_err(|f| render(&f)));
     prop_assert_eq!(got, want);
     drop(real);
+    m.drop_resolvers();
     let logged = LOGGED.with(|c| c.get());
     prop_assert_eq!(logged, (m.unhandled(), m.canceller_panics), "reports");
     Ok(())

@@ -1,0 +1,55 @@
+//! A `Failure` leaves through `?` into `Box<dyn Error>` and
+//! `Box<dyn Error + Send + Sync>`, as `anyhow::Error` does.
+
+use deferloop::deferred::{fail, Deferred};
+use deferloop::{EventLoop, Failure, FailureReport};
+use std::error::Error;
+use std::io;
+
+fn main_like(d: Deferred<u8>) -> Result<u8, Box<dyn Error>> {
+    let ev = EventLoop::new()?;
+    let n = ev.run_until(d)?;
+    Ok(n)
+}
+
+fn threaded(d: Deferred<u8>) -> Result<u8, Box<dyn Error + Send + Sync>> {
+    let ev = EventLoop::new()?;
+    Ok(ev.run_until(d)?)
+}
+
+#[derive(Debug)]
+struct Outer(io::Error);
+impl std::fmt::Display for Outer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("outer")
+    }
+}
+impl Error for Outer {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// `?` into `Box<dyn Error>` keeps the message and the cause chain.
+#[test]
+fn failure_converts_into_box_dyn_error_with_its_causes() {
+    let e = main_like(fail(Outer(io::Error::other("inner")))).unwrap_err();
+    assert_eq!(e.to_string(), "outer");
+    assert_eq!(e.source().unwrap().to_string(), "inner");
+    assert!(format!("{e:?}").contains(file!()), "Debug shows the origin");
+}
+
+/// `?` into `Box<dyn Error + Send + Sync>` renders it, with the same chain;
+/// the result can be sent to another thread.
+#[test]
+fn failure_converts_into_a_send_sync_box_as_a_report() {
+    let e = threaded(fail(Outer(io::Error::other("inner")))).unwrap_err();
+    let e = std::thread::spawn(move || e).join().unwrap();
+    let r = e.downcast_ref::<FailureReport>().unwrap();
+    assert_eq!(r.to_string(), "outer");
+    assert_eq!(e.source().unwrap().to_string(), "inner");
+    assert!(r.origin().file().ends_with("deferred_question_mark.rs"));
+    assert!(!r.is_panic());
+    let f: Failure = Failure::msg("x");
+    assert_eq!(f.report().to_string(), "x");
+}
