@@ -9,13 +9,13 @@ use std::time::Duration;
 fn fetch(lp: &Loop, n: u32, delay: Duration) -> Deferred<u32> {
     let (d, r) = Deferred::new();
     lp.call_later(delay, move |_| {
-        let _ = r.callback(n * 10);
+        r.callback_if_pending(n * 10);
     })
     .expect("loop is open");
     d
 }
 
-fn main() -> Result<(), deferloop::Error> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The library reports through `log` (fd exhaustion, contained panics,
     // unhandled failures, ignored writes): show warnings unless RUST_LOG says otherwise.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
@@ -26,13 +26,13 @@ fn main() -> Result<(), deferloop::Error> {
     let d = fetch(&lp, 1, Duration::from_millis(5))
         .add_callback(|v| {
             println!("1. first answer: {v}; asking again");
-            Ok::<_, Failure>(v + 1)
+            Ok(v + 1)
         })
         .add_callback({
             let lp = lp.clone();
             move |v| fetch(&lp, v, Duration::from_millis(5))
         });
-    println!("1. chained result: {}", ev.run_until(d).unwrap());
+    println!("1. chained result: {}", ev.run_until(d)?);
 
     // 2. Recovery: an error switches to the errback path; an errback can recover.
     let d = fetch(&lp, 2, Duration::from_millis(1))
@@ -45,13 +45,13 @@ fn main() -> Result<(), deferloop::Error> {
         })
         .add_callback(|v| {
             println!("2. never printed: {v}");
-            Ok::<_, Failure>(v)
+            Ok(v)
         })
         .add_errback(|f| {
             println!("2. recovered from: {f}");
             Ok(0)
         });
-    println!("2. result after recovery: {}", ev.run_until(d).unwrap());
+    println!("2. result after recovery: {}", ev.run_until(d)?);
 
     // 3. Timeout: a slow answer is cancelled, and Cancelled becomes TimedOut.
     let d = fetch(&lp, 3, Duration::from_secs(10)).add_timeout(Duration::from_millis(20), &lp);
@@ -68,9 +68,6 @@ fn main() -> Result<(), deferloop::Error> {
     let ds = (1..=5)
         .map(|n| fetch(&lp, n, Duration::from_millis(u64::from(6 - n))))
         .collect();
-    println!(
-        "4. gathered: {:?}",
-        ev.run_until(gather_results(ds)).unwrap()
-    );
+    println!("4. gathered: {:?}", ev.run_until(gather_results(ds))?);
     Ok(())
 }

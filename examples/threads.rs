@@ -1,10 +1,10 @@
 //! A loop serving timers while blocking work runs on the pool.
 //! Run: `cargo run --example threads`.
 
-use deferloop::{gather_results, EventLoop, Failure, LoopingCall};
+use deferloop::{gather_results, EventLoop, LoopingCall};
 use std::time::{Duration, Instant};
 
-fn main() -> Result<(), deferloop::Error> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The library reports through `log` (fd exhaustion, contained panics,
     // unhandled failures, ignored writes): show warnings unless RUST_LOG says otherwise.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
@@ -14,7 +14,7 @@ fn main() -> Result<(), deferloop::Error> {
     // A heartbeat every 50 ms keeps running while the pool blocks.
     let beat = LoopingCall::new(lp.clone(), move || {
         println!("[{:>4} ms] tick", t0.elapsed().as_millis());
-        Ok::<(), Failure>(())
+        Ok(())
     });
     let _ = beat.start(Duration::from_millis(50), true);
     let jobs = (1..=4u64)
@@ -25,11 +25,11 @@ fn main() -> Result<(), deferloop::Error> {
             })
             .add_callback(move |v| {
                 println!("[{:>4} ms] job {n} done: {v}", t0.elapsed().as_millis());
-                Ok::<_, Failure>(v)
+                Ok(v)
             })
         })
         .collect();
-    let all = ev.run_until(gather_results(jobs)).expect("jobs succeed");
+    let all = ev.run_until(gather_results(jobs))?;
     let _ = beat.stop();
     println!("all jobs: {all:?}");
     Ok(())

@@ -55,3 +55,9 @@ pub use reactor::{
     default_exception_handler, CurrentCallback, EventLoop, ExceptionContext, Handle, HandleState,
     IoInfo, Loop, Monitor, Remote, Snapshot, TimerInfo,
 };
+
+/// README.md's Rust snippets, compiled and run as doctests so that they
+/// stay pasteable.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

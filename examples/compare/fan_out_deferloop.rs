@@ -26,18 +26,17 @@ impl Protocol for AskOnce {
     fn data_received(&mut self, t: &Transport, data: &[u8]) {
         self.line.extend_from_slice(data);
         if let Some(end) = self.line.iter().position(|&b| b == b'\n') {
-            let _ = self
-                .answer
-                .callback(String::from_utf8_lossy(&self.line[..end]).into());
+            let line = String::from_utf8_lossy(&self.line[..end]).into();
+            self.answer.callback_if_pending(line);
             t.close();
         }
     }
 
     fn connection_lost(&mut self, _: &Transport, reason: Option<Failure>) {
-        // Without an answer this is a failure; after one (or after a cancel)
-        // the Deferred has fired and this second fire is refused, harmlessly.
+        // Without an answer this is a failure; after one (or a cancel) the
+        // Deferred has fired already, and this does nothing.
         let why = reason.unwrap_or_else(|| Failure::msg("closed without an answer"));
-        let _ = self.answer.errback(why);
+        self.answer.errback_if_pending(why);
     }
 }
 

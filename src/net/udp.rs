@@ -557,8 +557,8 @@ impl Loop {
     ///     fn datagram_received(&mut self, t: &DatagramTransport, data: &[u8], _: SocketAddr) {
     ///         assert_eq!(data, b"ping");
     ///         if let Some(lp) = t.event_loop() {
-///             lp.stop();
-///         }
+    ///             lp.stop();
+    ///         }
     ///     }
     /// }
     ///
