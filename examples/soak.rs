@@ -682,7 +682,7 @@ fn server_thread(ready: mpsc::Sender<Listening>, unix: Option<PathBuf>) -> Serve
     });
     SERVER.with(|s| *s.borrow_mut() = Some(srv.clone()));
     let s2 = srv.clone();
-    ev.set_exception_handler(Some(move |_: &Loop, cx: &ExceptionContext<'_>| {
+    ev.set_exception_handler(move |_: &Loop, cx: &ExceptionContext<'_>| {
         let mut s = s2.stats.borrow_mut();
         match cx.failure {
             Some(f) if f.is_panic() => s.handler_panics += 1,
@@ -695,7 +695,7 @@ fn server_thread(ready: mpsc::Sender<Listening>, unix: Option<PathBuf>) -> Serve
                 );
             }
         }
-    }));
+    });
     let factory = |srv: &Rc<Server>| {
         let srv = srv.clone();
         move || EchoConn {
@@ -1046,14 +1046,14 @@ fn client_thread(
         done: RefCell::new(Some(done)),
     });
     let c2 = client.clone();
-    ev.set_exception_handler(Some(move |_: &Loop, cx: &ExceptionContext<'_>| {
+    ev.set_exception_handler(move |_: &Loop, cx: &ExceptionContext<'_>| {
         c2.stats.borrow_mut().handler_calls += 1;
         eprintln!(
             "soak client: {} {:?}",
             cx.message,
             cx.failure.map(|f| f.to_string())
         );
-    }));
+    });
     ready.send(ev.remote()).unwrap();
     client.maintain(&ev);
     ev.run().expect("client run");

@@ -123,7 +123,7 @@ fn close_drops_queued_callbacks_of_every_shape() -> Result<(), Error> {
 #[test]
 fn a_panicking_callback_drops_its_captures_once() -> Result<(), Error> {
     let ev = EventLoop::new()?;
-    ev.set_exception_handler(Some(|_: &Loop, _: &deferloop::ExceptionContext<'_>| {}));
+    ev.set_exception_handler(|_: &Loop, _: &deferloop::ExceptionContext<'_>| {});
     let token = Rc::new(());
     let t = token.clone();
     ev.call_soon(move |_| {

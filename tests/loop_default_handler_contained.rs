@@ -43,9 +43,7 @@ fn reset_restores_the_default_handler() {
     let ev = EventLoop::new().unwrap();
     let calls = Rc::new(Cell::new(0));
     let c = calls.clone();
-    ev.set_exception_handler(Some(move |_: &Loop, _: &ExceptionContext<'_>| {
-        c.set(c.get() + 1)
-    }));
+    ev.set_exception_handler(move |_: &Loop, _: &ExceptionContext<'_>| c.set(c.get() + 1));
     ev.call_exception_handler(&ExceptionContext::new("one"));
     ev.reset_exception_handler();
     ev.call_exception_handler(&ExceptionContext::new("two"));

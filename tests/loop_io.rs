@@ -70,9 +70,7 @@ fn one_reader_per_fd_and_writers_fire_while_writable() -> Result<(), Error> {
 #[test]
 fn readers_can_remove_or_replace_themselves_and_survive_panics() -> Result<(), Error> {
     let ev = EventLoop::new()?;
-    ev.set_exception_handler(Some(
-        |_: &deferloop::Loop, _: &deferloop::ExceptionContext<'_>| {},
-    ));
+    ev.set_exception_handler(|_: &deferloop::Loop, _: &deferloop::ExceptionContext<'_>| {});
     let (a, mut b) = UnixStream::pair().unwrap();
     b.write_all(b"unread").unwrap();
     let fd = a.as_raw_fd();

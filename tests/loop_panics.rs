@@ -13,7 +13,7 @@ fn a_panicking_callback_does_not_stop_the_turn() -> Result<(), Error> {
     let ev = EventLoop::new()?;
     let log = Rc::new(RefCell::new(Vec::new()));
     let l = log.clone();
-    ev.set_exception_handler(Some(
+    ev.set_exception_handler(
         move |_: &deferloop::Loop, ctx: &deferloop::ExceptionContext<'_>| {
             let f = ctx.failure.unwrap();
             l.borrow_mut().push(format!(
@@ -23,7 +23,7 @@ fn a_panicking_callback_does_not_stop_the_turn() -> Result<(), Error> {
                 ctx.location.unwrap().line()
             ));
         },
-    ));
+    );
     let l = log.clone();
     ev.call_soon(move |_| l.borrow_mut().push("a".into()))?;
     let line = line!() + 1;
@@ -74,9 +74,9 @@ fn the_default_handler_logs_the_scheduling_location() -> Result<(), Error> {
 fn a_panicking_exception_handler_is_logged_and_the_loop_goes_on() -> Result<(), Error> {
     let logs = util::logs();
     let ev = EventLoop::new()?;
-    ev.set_exception_handler(Some(
-        |_: &deferloop::Loop, _: &deferloop::ExceptionContext<'_>| panic!("handler-panic"),
-    ));
+    ev.set_exception_handler(|_: &deferloop::Loop, _: &deferloop::ExceptionContext<'_>| {
+        panic!("handler-panic")
+    });
     ev.call_soon(|_| panic!("original-panic-xyz"))?;
     let ran = Rc::new(RefCell::new(false));
     let r = ran.clone();
@@ -103,12 +103,12 @@ fn panicking_timers_lose_none_of_the_timers_due_in_their_turn() -> Result<(), Er
     let ev = EventLoop::new()?;
     let reported = Rc::new(RefCell::new(0));
     let r = reported.clone();
-    ev.set_exception_handler(Some(
+    ev.set_exception_handler(
         move |_: &deferloop::Loop, ctx: &deferloop::ExceptionContext<'_>| {
             assert!(ctx.failure.unwrap().is_panic());
             *r.borrow_mut() += 1;
         },
-    ));
+    );
     let ran = Rc::new(RefCell::new(Vec::new()));
     let base = ev.time();
     let handles: Rc<RefCell<Vec<deferloop::Handle>>> = Rc::default();

@@ -37,7 +37,7 @@ fn emfile_backs_off_without_spinning_and_accept_resumes() {
     let ev = EventLoop::new().unwrap();
     let errors = Rc::new(RefCell::new(Vec::new()));
     let e2 = errors.clone();
-    ev.set_exception_handler(Some(
+    ev.set_exception_handler(
         move |_: &deferloop::Loop, cx: &deferloop::ExceptionContext<'_>| {
             e2.borrow_mut().push(format!(
                 "{}: {}",
@@ -45,7 +45,7 @@ fn emfile_backs_off_without_spinning_and_accept_resumes() {
                 cx.failure.map(|f| f.to_string()).unwrap_or_default()
             ));
         },
-    ));
+    );
     let made = Rc::new(RefCell::new(Vec::new()));
     let m2 = made.clone();
     let l: Listener = ev

@@ -42,9 +42,9 @@ impl Protocol for Fragile {
 fn handler_log(ev: &EventLoop) -> Rc<RefCell<Vec<String>>> {
     let log = Rc::new(RefCell::new(Vec::new()));
     let l2 = log.clone();
-    ev.set_exception_handler(Some(move |_: &Loop, cx: &ExceptionContext<'_>| {
+    ev.set_exception_handler(move |_: &Loop, cx: &ExceptionContext<'_>| {
         l2.borrow_mut().push(cx.message.to_owned());
-    }));
+    });
     log
 }
 

@@ -10,17 +10,36 @@ pub(crate) type ExceptionHandler = Box<dyn FnMut(&Loop, &ExceptionContext<'_>)>;
 
 impl Loop {
     /// Installs the function that receives errors the loop cannot hand to
-    /// anyone else (a panicking callback, a failing accept); `None` restores
-    /// the default, which logs them with `log::error!` (so does
-    /// [`reset_exception_handler`](Self::reset_exception_handler), which needs
-    /// no type annotation).
+    /// anyone else (a panicking callback, a failing accept), replacing the
+    /// one before; [`reset_exception_handler`](Self::reset_exception_handler)
+    /// restores the default, which logs them with `log::error!`.
     ///
     /// A panic inside the handler is caught and logged; the loop goes on.
+    ///
+    /// # Examples
+    /// ```
+    /// use deferloop::EventLoop;
+    /// use std::{cell::Cell, rc::Rc};
+    ///
+    /// let ev = EventLoop::new()?;
+    /// let seen = Rc::new(Cell::new(0));
+    /// let s = seen.clone();
+    /// ev.set_exception_handler(move |_, cx| {
+    ///     eprintln!("reported: {}", cx.message);
+    ///     s.set(s.get() + 1);
+    /// });
+    /// ev.call_soon(|_| panic!("oops"))?;
+    /// ev.stop();
+    /// ev.run()?;
+    /// assert_eq!(seen.get(), 1);
+    /// ev.reset_exception_handler();
+    /// # Ok::<(), deferloop::Error>(())
+    /// ```
     pub fn set_exception_handler(
         &self,
-        handler: Option<impl FnMut(&Loop, &ExceptionContext<'_>) + 'static>,
+        handler: impl FnMut(&Loop, &ExceptionContext<'_>) + 'static,
     ) {
-        *self.inner.handler.borrow_mut() = handler.map(|h| Box::new(h) as ExceptionHandler);
+        *self.inner.handler.borrow_mut() = Some(Box::new(handler));
     }
 
     /// Restores the default exception handler, [`default_exception_handler`].
