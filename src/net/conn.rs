@@ -19,7 +19,7 @@ use super::core::{self, Phase};
 use super::io::StreamIo;
 use super::{Connection, Protocol, SockAddr, Transport};
 use crate::deferred::LoopClosed;
-use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
+use crate::reactor::{Ready, Source, SourceKey, WeakLoop};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
@@ -31,10 +31,6 @@ use std::time::Duration;
 /// Bytes read from one connection in one dispatch, at most; then the others
 /// get their turn (asyncio reads 256 KiB per callback, once per turn).
 pub const READ_BUDGET: usize = 256 * 1024;
-
-/// A read while bytes are buffered takes at least this much (and otherwise no
-/// more than what is left below the high-water mark).
-const MIN_READ: usize = 4096;
 
 /// Default hard cap on a connection's write buffer: past it the connection is
 /// aborted with [`WriteBufferFull`](super::WriteBufferFull).
@@ -50,32 +46,32 @@ pub(crate) struct State {
     /// While connecting: the Deferred to fire and where to.
     pub(crate) connect: Option<(Option<Resolver<Transport>>, SockAddr)>,
     pub(crate) wbuf: WriteBuf,
-    read_ready: bool,
+    pub(crate) read_ready: bool,
     /// The peer's FIN (or a hang-up) was signalled: read until end-of-file,
     /// even after a short read.
-    read_closed: bool,
-    write_ready: bool,
+    pub(crate) read_closed: bool,
+    pub(crate) write_ready: bool,
     pub(crate) reading_paused: bool,
     /// Keep reading while writing is paused (off: backpressure by default).
     pub(crate) read_while_write_paused: bool,
     pub(crate) eof_received: bool,
     pub(crate) eof_requested: bool,
-    eof_written: bool,
+    pub(crate) eof_written: bool,
     /// `connection_made` was called, so `connection_lost` is owed.
-    made: bool,
+    pub(crate) made: bool,
     pub(crate) dropped_writes: u64,
     /// The turn of the last write made straight to the socket: later writes
     /// in the same turn are coalesced in the buffer.
-    direct_turn: u64,
+    pub(crate) direct_turn: u64,
     pub(crate) cap: usize,
     pub(crate) linger: Duration,
-    linger_timer: Option<Handle>,
+    pub(crate) linger_timer: Option<Handle>,
     /// `close()` called while connecting: the reason, to close with once up.
-    close_when_up: Option<Option<Failure>>,
+    pub(crate) close_when_up: Option<Option<Failure>>,
 }
 
 impl State {
-    fn can_read(&self) -> bool {
+    pub(crate) fn can_read(&self) -> bool {
         matches!(self.phase, Phase::Open)
             && self.read_ready
             && !self.reading_paused
@@ -89,7 +85,7 @@ impl State {
     }
 
     /// Whether a dispatch would have work to do right now.
-    fn wants_dispatch(&self) -> bool {
+    pub(crate) fn wants_dispatch(&self) -> bool {
         self.can_read()
             || matches!(self.phase, Phase::Closed(_))
             || (self.phase.is_open() && self.wbuf.flow.has_note())
@@ -112,7 +108,7 @@ pub(crate) struct Conn {
     pub(crate) proto: RefCell<Option<Box<dyn Protocol>>>,
     /// Set while this connection's dispatch runs: what its protocol causes
     /// meanwhile is picked up before the dispatch ends.
-    dispatching: Cell<bool>,
+    pub(crate) dispatching: Cell<bool>,
 }
 
 impl Conn {
@@ -290,7 +286,7 @@ impl Conn {
     }
 
     /// Writes what is buffered, if the socket is writable.
-    fn flush(&self, lp: &Loop, st: &mut State) {
+    pub(crate) fn flush(&self, lp: &Loop, st: &mut State) {
         if !st.write_ready
             || st.wbuf.is_empty()
             || !matches!(st.phase, Phase::Open | Phase::Closing(_))
@@ -372,7 +368,7 @@ impl Conn {
 
     /// Calls one protocol method, containing a panic: it is reported and the
     /// connection is aborted with it. Returns whether the call returned.
-    fn call(
+    pub(crate) fn call(
         &self,
         lp: &Loop,
         proto: &mut Box<dyn Protocol>,
@@ -386,281 +382,6 @@ impl Conn {
                 false
             }
         }
-    }
-
-    /// Completes a connect: `connection_made`, then the Deferred fires.
-    /// Returns whether the dispatch goes on.
-    fn finish_connect(self: &Rc<Self>, lp: &Loop) -> bool {
-        let outcome = {
-            let mut st = self.st.borrow_mut();
-            if !matches!(st.phase, Phase::Connecting) {
-                return true;
-            }
-            if !(std::mem::take(&mut st.read_ready) | std::mem::take(&mut st.write_ready)) {
-                return false;
-            }
-            let io = st.io.as_mut().expect("a connecting stream has its io");
-            io.connect_result()
-        };
-        match outcome {
-            Ok(false) => false,
-            Err(e) => {
-                let (resolver, to) = self.st.borrow_mut().connect.take().expect("connecting");
-                let garbage = self.discard(lp);
-                drop(garbage);
-                if let Some(r) = resolver {
-                    r.errback_if_pending(io::Error::new(e.kind(), format!("connect to {to}: {e}")));
-                }
-                false
-            }
-            Ok(true) => {
-                let resolver = {
-                    let mut st = self.st.borrow_mut();
-                    st.phase = match st.close_when_up.take() {
-                        Some(reason) => Phase::Closing(reason),
-                        None => Phase::Open,
-                    };
-                    st.made = true;
-                    // The connect's readiness says nothing about data: look.
-                    st.read_ready = true;
-                    st.write_ready = true;
-                    st.connect.take().and_then(|c| c.0)
-                };
-                let t = self.transport();
-                let Some(mut proto) = self.proto.borrow_mut().take() else {
-                    return false;
-                };
-                let ok = self.call(lp, &mut proto, |p| p.connection_made(&t));
-                *self.proto.borrow_mut() = Some(proto);
-                if let Some(r) = resolver {
-                    if ok {
-                        r.callback_if_pending(t);
-                    } else {
-                        r.errback_if_pending(Failure::new(Error::Gone));
-                    }
-                }
-                let mut st = self.st.borrow_mut();
-                self.flush(lp, &mut st);
-                self.after_drain(lp, &mut st);
-                true
-            }
-        }
-    }
-
-    /// Delivers pending `pause_writing` / `resume_writing` calls.
-    fn notes(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> bool {
-        loop {
-            let note = {
-                let mut st = self.st.borrow_mut();
-                if st.phase.is_open() {
-                    st.wbuf.flow.take_note()
-                } else {
-                    None
-                }
-            };
-            let ok = match note {
-                Some(true) => self.call(lp, proto, |p| p.pause_writing(t)),
-                Some(false) => self.call(lp, proto, |p| p.resume_writing(t)),
-                None => return true,
-            };
-            if !ok {
-                return false;
-            }
-        }
-    }
-
-    /// Reads up to [`READ_BUDGET`] bytes, one `data_received` per read.
-    /// Returns whether the budget ran out with the socket still readable.
-    fn read(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> bool {
-        enum Step {
-            Data(usize, bool),
-            Eof,
-            Stop,
-        }
-        let mut buf = core::take_read_buf();
-        let mut budget = READ_BUDGET;
-        let mut spent = false;
-        loop {
-            let step = {
-                let mut st = self.st.borrow_mut();
-                let st = &mut *st;
-                if !st.can_read() {
-                    break;
-                }
-                // Backpressure: with bytes already buffered, read no more than
-                // the write side can take below its high-water mark.
-                let limit = if st.wbuf.is_empty() {
-                    budget
-                } else {
-                    let (_, high) = st.wbuf.flow.limits();
-                    high.saturating_sub(st.wbuf.len()).max(MIN_READ).min(budget)
-                };
-                let io = st.io.as_mut().expect("a readable stream has its io");
-                match io.read(&mut buf[..limit]) {
-                    Ok(0) => {
-                        st.read_ready = false;
-                        st.eof_received = true;
-                        Step::Eof
-                    }
-                    Ok(n) => {
-                        // A short read emptied the socket: the next data brings
-                        // a new edge. Unless the peer's FIN was signalled: its
-                        // edge is spent, so read on to the end-of-file.
-                        if n < limit && !st.read_closed {
-                            st.read_ready = false;
-                        }
-                        Step::Data(n, st.read_ready)
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        st.read_ready = false;
-                        Step::Stop
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        self.close_now(lp, st, Some(Failure::new(e)));
-                        Step::Stop
-                    }
-                }
-            };
-            match step {
-                Step::Data(n, more) => {
-                    if !self.call(lp, proto, |p| p.data_received(t, &buf[..n])) {
-                        break;
-                    }
-                    budget -= n;
-                    if budget == 0 {
-                        spent = more;
-                        break;
-                    }
-                    if !more {
-                        break;
-                    }
-                }
-                Step::Eof => {
-                    let mut keep_open = false;
-                    if self.call(lp, proto, |p| keep_open = p.eof_received(t)) {
-                        let written = self.st.borrow().eof_written;
-                        if !keep_open {
-                            t.close();
-                        } else if written {
-                            self.close_now(lp, &mut self.st.borrow_mut(), None);
-                        }
-                    }
-                    break;
-                }
-                Step::Stop => break,
-            }
-        }
-        core::put_read_buf(buf);
-        spent
-    }
-
-    /// Flushes what the protocol wrote, delivers the notes it caused, then
-    /// `connection_lost` if owed; else puts the protocol back.
-    fn finish(&self, lp: &Loop, t: &Transport, mut proto: Box<dyn Protocol>) -> bool {
-        let reason = loop {
-            let mut st = self.st.borrow_mut();
-            self.flush(lp, &mut st);
-            if st.phase.is_open() && st.wbuf.flow.has_note() {
-                drop(st);
-                self.notes(lp, t, &mut proto);
-                continue;
-            }
-            if let Phase::Closed(reason) = &mut st.phase {
-                let reason = reason.take();
-                st.phase = Phase::Lost;
-                break reason;
-            }
-            let again = st.wants_dispatch();
-            drop(st);
-            *self.proto.borrow_mut() = Some(proto);
-            return again;
-        };
-        self.lost(lp, t, &mut proto, reason);
-        let garbage = lp.remove_source(self.key);
-        drop((garbage, proto));
-        false
-    }
-
-    /// Calls `connection_lost`, containing (and reporting) a panic.
-    fn lost(
-        &self,
-        lp: &Loop,
-        t: &Transport,
-        proto: &mut Box<dyn Protocol>,
-        reason: Option<Failure>,
-    ) {
-        let message = "Exception in protocol callback (connection_lost)";
-        let _ = core::contain(lp, self.at, message, || proto.connection_lost(t, reason));
-    }
-}
-
-impl Source for Conn {
-    fn dispatch(self: Rc<Self>, lp: &Loop, _key: SourceKey, ready: Ready) -> PostAction {
-        let this = self;
-        {
-            let mut st = this.st.borrow_mut();
-            st.read_ready |= ready.contains(Ready::READABLE);
-            st.write_ready |= ready.contains(Ready::WRITABLE);
-            st.read_closed |= ready.contains(Ready::READ_CLOSED);
-        }
-        if !this.finish_connect(lp) {
-            return PostAction::Continue;
-        }
-        let Some(mut proto) = this.proto.borrow_mut().take() else {
-            return PostAction::Continue;
-        };
-        this.dispatching.set(true);
-        let t = this.transport();
-        {
-            let mut st = this.st.borrow_mut();
-            this.flush(lp, &mut st);
-        }
-        let again = this.notes(lp, &t, &mut proto) && this.read(lp, &t, &mut proto);
-        let wants = this.finish(lp, &t, proto);
-        this.dispatching.set(false);
-        if again || wants {
-            PostAction::Again
-        } else {
-            PostAction::Continue
-        }
-    }
-
-    fn close(self: Rc<Self>, lp: &Loop) {
-        let (phase, connect, made) = {
-            let mut st = self.st.borrow_mut();
-            if let Some(mut io) = st.io.take() {
-                lp.with_selector(|r| io.deregister(r));
-            }
-            (
-                std::mem::replace(&mut st.phase, Phase::Lost),
-                st.connect.take(),
-                st.made,
-            )
-        };
-        if let Some((Some(r), _)) = connect {
-            r.errback_if_pending(LoopClosed);
-        }
-        let reason = match phase {
-            Phase::Lost | Phase::Connecting => return,
-            _ if !made => return,
-            Phase::Closed(reason) | Phase::Closing(reason @ Some(_)) => reason,
-            Phase::Open | Phase::Closing(None) => Some(Failure::new(LoopClosed)),
-        };
-        let Some(mut proto) = self.proto.borrow_mut().take() else {
-            return;
-        };
-        let t = self.transport();
-        self.lost(lp, &t, &mut proto, reason);
-        drop(proto);
-    }
-
-    fn name(&self) -> &'static str {
-        self.st
-            .borrow()
-            .io
-            .as_ref()
-            .map_or("stream (closed)", |io| io.name())
     }
 }
 

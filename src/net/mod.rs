@@ -52,6 +52,7 @@ mod buffer;
 mod conn;
 mod connection;
 mod core;
+mod dispatch;
 pub mod framing;
 mod io;
 mod listener;
