@@ -176,6 +176,14 @@ impl WriteBuf {
         self.flow.recheck(self.len());
     }
 
+    /// Gives the memory back if nothing is buffered (a quiet connection).
+    pub(crate) fn release_if_empty(&mut self) {
+        if self.is_empty() && self.buf.capacity() > 0 {
+            self.buf = Vec::new();
+            self.start = 0;
+        }
+    }
+
     /// Drops everything buffered (abort) and gives the memory back.
     pub(crate) fn clear(&mut self) {
         self.buf = Vec::new();
@@ -196,6 +204,19 @@ impl WriteBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quiet_empty_buffer_gives_its_memory_back() {
+        let mut w = WriteBuf::default();
+        w.push(&[1; 100_000]);
+        w.consume(50_000);
+        w.release_if_empty();
+        assert_eq!(w.len(), 50_000, "not while bytes are buffered");
+        w.consume(50_000);
+        assert!(w.buf.capacity() > 0, "kept across a burst");
+        w.release_if_empty();
+        assert_eq!(w.buf.capacity(), 0);
+    }
 
     #[test]
     fn pauses_above_high_and_resumes_at_low() {

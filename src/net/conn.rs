@@ -26,7 +26,7 @@ use std::cell::{Cell, RefCell};
 use std::io::{self, IoSlice};
 use std::panic::Location;
 use std::rc::{Rc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Bytes read from one connection in one dispatch, at most; then the others
 /// get their turn (asyncio reads 256 KiB per callback, once per turn).
@@ -66,6 +66,11 @@ pub(crate) struct State {
     pub(crate) cap: usize,
     pub(crate) linger: Duration,
     pub(crate) linger_timer: Option<Handle>,
+    /// Abort after this long without data (Twisted's `TimeoutMixin`).
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) idle_timer: Option<Handle>,
+    /// When data last arrived (only kept while an idle timeout is set).
+    pub(crate) last_read: Instant,
     /// `close()` called while connecting: the reason, to close with once up.
     pub(crate) close_when_up: Option<Option<Failure>>,
 }
@@ -109,6 +114,9 @@ pub(crate) struct Conn {
     /// Set while this connection's dispatch runs: what its protocol causes
     /// meanwhile is picked up before the dispatch ends.
     pub(crate) dispatching: Cell<bool>,
+    /// Run once when the connection has left the registry (a listener
+    /// counting its connections).
+    pub(crate) on_lost: RefCell<Option<Box<dyn FnOnce()>>>,
 }
 
 impl Conn {
@@ -152,9 +160,13 @@ impl Conn {
                     linger: DEFAULT_LINGER,
                     linger_timer: None,
                     close_when_up: None,
+                    idle_timeout: None,
+                    idle_timer: None,
+                    last_read: Instant::now(),
                 }),
                 proto: RefCell::new(Some(proto)),
                 dispatching: Cell::new(false),
+                on_lost: RefCell::new(None),
             });
             made = Some((conn.clone(), fd));
             Ok(conn as Rc<dyn Source>)
@@ -216,10 +228,68 @@ impl Conn {
                 lp.release_fd(fd, self.key);
             }
         }
-        if let Some(h) = st.linger_timer.take() {
+        for h in [st.linger_timer.take(), st.idle_timer.take()]
+            .into_iter()
+            .flatten()
+        {
             h.cancel();
         }
         self.wake(lp);
+    }
+
+    /// Runs the `on_lost` hook, once.
+    pub(crate) fn run_on_lost(&self) {
+        let hook = self.on_lost.borrow_mut().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+    }
+
+    /// Sets (or, with `None`, clears) the idle timeout: the connection is
+    /// aborted with a `TimedOut` error after `d` without data from the peer.
+    pub(crate) fn set_idle_timeout(self: &Rc<Self>, lp: &Loop, d: Option<Duration>) {
+        let old = {
+            let mut st = self.st.borrow_mut();
+            st.idle_timeout = d;
+            st.last_read = lp.time();
+            st.idle_timer.take()
+        };
+        if let Some(h) = old {
+            h.cancel();
+        }
+        if let Some(d) = d {
+            self.arm_idle(lp, lp.time() + d);
+        }
+    }
+
+    /// Data arrived: push the idle deadline back (the timer re-arms itself
+    /// lazily when it fires, so this is one clock read, not a timer per read).
+    pub(crate) fn note_activity(&self, lp: &Loop) {
+        let mut st = self.st.borrow_mut();
+        if st.idle_timeout.is_some() {
+            st.last_read = lp.time();
+        }
+    }
+
+    fn arm_idle(self: &Rc<Self>, lp: &Loop, at: Instant) {
+        let weak = Rc::downgrade(self);
+        let timer = lp.call_at(at, move |lp| {
+            let Some(conn) = weak.upgrade() else { return };
+            let mut st = conn.st.borrow_mut();
+            st.idle_timer = None;
+            let Some(d) = st.idle_timeout else { return };
+            let deadline = st.last_read + d;
+            if lp.time() < deadline {
+                drop(st);
+                return conn.arm_idle(lp, deadline);
+            }
+            let e = io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no data from the peer for {d:?} (idle timeout)"),
+            );
+            conn.close_now(lp, &mut st, Some(Failure::new(e)));
+        });
+        self.st.borrow_mut().idle_timer = timer.ok();
     }
 
     /// Removes a stream that never became a connection (refused, cancelled):

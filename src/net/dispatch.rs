@@ -99,7 +99,7 @@ impl Conn {
 
     /// Reads up to [`READ_BUDGET`] bytes, one `data_received` per read.
     /// Returns whether the budget ran out with the socket still readable.
-    fn read(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> bool {
+    fn read(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> (bool, bool) {
         enum Step {
             Data(usize, bool),
             Eof,
@@ -108,6 +108,7 @@ impl Conn {
         let mut buf = core::take_read_buf();
         let mut budget = READ_BUDGET;
         let mut spent = false;
+        let mut got = false;
         loop {
             let step = {
                 let mut st = self.st.borrow_mut();
@@ -152,6 +153,7 @@ impl Conn {
             };
             match step {
                 Step::Data(n, more) => {
+                    got = true;
                     if !self.call(lp, proto, |p| p.data_received(t, &buf[..n])) {
                         break;
                     }
@@ -180,7 +182,7 @@ impl Conn {
             }
         }
         core::put_read_buf(buf);
-        spent
+        (spent, got)
     }
 
     /// Flushes what the protocol wrote, delivers the notes it caused, then
@@ -207,6 +209,7 @@ impl Conn {
         self.lost(lp, t, &mut proto, reason);
         let garbage = lp.remove_source(self.key);
         drop((garbage, proto));
+        self.run_on_lost();
         false
     }
 
@@ -244,7 +247,18 @@ impl Source for Conn {
             let mut st = this.st.borrow_mut();
             this.flush(lp, &mut st);
         }
-        let again = this.notes(lp, &t, &mut proto) && this.read(lp, &t, &mut proto);
+        let (again, got) = if this.notes(lp, &t, &mut proto) {
+            this.read(lp, &t, &mut proto)
+        } else {
+            (false, false)
+        };
+        if !got {
+            // Quiet: an emptied write buffer gives its memory back, so an
+            // idle connection costs a few KiB whatever it did before.
+            this.st.borrow_mut().wbuf.release_if_empty();
+        } else {
+            this.note_activity(lp);
+        }
         let wants = this.finish(lp, &t, proto);
         this.dispatching.set(false);
         if again || wants {

@@ -14,6 +14,7 @@ use super::io::{StreamIo, Tcp};
 use super::{Protocol, SockAddr};
 use crate::reactor::{ExceptionContext, PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{succeed, Deferred, Error, Failure, Handle, Loop};
+use slab::Slab;
 use std::cell::RefCell;
 use std::fmt;
 use std::io;
@@ -83,6 +84,10 @@ struct State {
     backoff: Option<Handle>,
     retry_delay: Duration,
     accepted: u64,
+    /// Stop accepting while this many accepted connections are open.
+    max_connections: Option<usize>,
+    /// Given to each accepted connection.
+    idle_timeout: Option<Duration>,
 }
 
 /// A listening socket, as a source.
@@ -93,6 +98,8 @@ pub(crate) struct ListenSource {
     st: RefCell<State>,
     /// `None` while it is called.
     factory: RefCell<Option<Factory>>,
+    /// The connections it accepted that are still open.
+    conns: RefCell<Slab<Weak<Conn>>>,
 }
 
 /// Registers a bound listening socket.
@@ -104,6 +111,7 @@ pub(crate) fn listen(
     at: &'static Location<'static>,
 ) -> Result<Listener, Error> {
     let fd = sock.fd();
+    set_backlog(fd, DEFAULT_BACKLOG)?;
     let mut made = None;
     let key = lp.insert_source(at, |key, r| {
         r.register(sock.source(), key.token(), mio::Interest::READABLE)?;
@@ -117,7 +125,10 @@ pub(crate) fn listen(
                 backoff: None,
                 retry_delay: ACCEPT_RETRY_DELAY,
                 accepted: 0,
+                max_connections: None,
+                idle_timeout: None,
             }),
+            conns: RefCell::new(Slab::new()),
             factory: RefCell::new(Some(factory)),
         });
         made = Some(src.clone());
@@ -128,6 +139,20 @@ pub(crate) fn listen(
         src: Rc::downgrade(&made.expect("built")),
         local,
     })
+}
+
+/// The default listen backlog: the system's maximum (the kernel clamps the
+/// value to `net.core.somaxconn` on Linux, `kern.ipc.somaxconn` on the BSDs).
+pub const DEFAULT_BACKLOG: i32 = i32::MAX;
+
+fn set_backlog(fd: RawFd, backlog: i32) -> io::Result<()> {
+    // SAFETY: `listen` on a descriptor we own (a bound listening socket);
+    // calling it again on a listening socket only changes its backlog.
+    if unsafe { libc::listen(fd, backlog) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Whether an accept error means "out of descriptors or memory": back off.
@@ -154,7 +179,7 @@ impl Source for ListenSource {
         let go = {
             let mut st = self.st.borrow_mut();
             st.ready |= ready.contains(Ready::READABLE) || ready.contains(Ready::WOKEN);
-            st.ready && st.backoff.is_none() && st.sock.is_some()
+            st.ready && st.backoff.is_none() && st.sock.is_some() && !self.at_cap(&st)
         };
         let factory = if go {
             self.factory.borrow_mut().take()
@@ -168,6 +193,9 @@ impl Source for ListenSource {
         for _ in 0..ACCEPT_BATCH {
             let r = {
                 let st = self.st.borrow();
+                if self.at_cap(&st) {
+                    break;
+                }
                 match &st.sock {
                     Some(sock) => sock.accept(),
                     None => break,
@@ -197,7 +225,7 @@ impl Source for ListenSource {
             drop(factory);
             return PostAction::Continue;
         }
-        if again && st.ready && st.backoff.is_none() {
+        if again && st.ready && st.backoff.is_none() && !self.at_cap(&st) {
             PostAction::Again
         } else {
             PostAction::Continue
@@ -218,7 +246,18 @@ impl Source for ListenSource {
 }
 
 impl ListenSource {
-    fn accept_one(&self, lp: &Loop, io: Box<dyn StreamIo>, peer: &SockAddr, factory: &mut Factory) {
+    fn at_cap(&self, st: &State) -> bool {
+        st.max_connections
+            .is_some_and(|max| self.conns.borrow().len() >= max)
+    }
+
+    fn accept_one(
+        self: &Rc<Self>,
+        lp: &Loop,
+        io: Box<dyn StreamIo>,
+        peer: &SockAddr,
+        factory: &mut Factory,
+    ) {
         self.st.borrow_mut().accepted += 1;
         let proto = match catch_unwind(AssertUnwindSafe(|| factory(peer))) {
             Ok(p) => p,
@@ -228,7 +267,25 @@ impl ListenSource {
             }
         };
         match Conn::open(lp, io, proto, None, self.at) {
-            Ok(conn) => conn.start(lp),
+            Ok(conn) => {
+                // Count it until it is gone; below the cap again, accept again.
+                let slot = self.conns.borrow_mut().insert(Rc::downgrade(&conn));
+                let weak = Rc::downgrade(self);
+                *conn.on_lost.borrow_mut() = Some(Box::new(move || {
+                    let Some(src) = weak.upgrade() else { return };
+                    src.conns.borrow_mut().try_remove(slot);
+                    let capped = src.st.borrow().max_connections.is_some();
+                    if let (Some(lp), true) = (src.lp.upgrade(), capped) {
+                        src.st.borrow_mut().ready = true; // connections may be waiting
+                        lp.wake_source(src.key, Ready::EMPTY);
+                    }
+                }));
+                let idle = self.st.borrow().idle_timeout;
+                if idle.is_some() {
+                    conn.set_idle_timeout(lp, idle);
+                }
+                conn.start(lp);
+            }
             Err(e) => report(
                 lp,
                 "registering an accepted connection failed",
@@ -342,6 +399,56 @@ impl Listener {
     /// (default [`ACCEPT_RETRY_DELAY`], 1 s).
     pub fn set_accept_retry_delay(&self, delay: Duration) {
         self.with(|st| st.retry_delay = delay);
+    }
+
+    /// Stops accepting while `max` accepted connections are open (the rest
+    /// wait in the kernel's backlog), and accepts again as they close; `None`
+    /// (the default) for no limit.
+    pub fn set_max_connections(&self, max: Option<usize>) {
+        if let Some(src) = self.src.upgrade() {
+            src.st.borrow_mut().max_connections = max;
+            src.st.borrow_mut().ready = true;
+            if let Some(lp) = src.lp.upgrade() {
+                lp.wake_source(src.key, Ready::EMPTY);
+            }
+        }
+    }
+
+    /// The transports of the accepted connections still open (to close
+    /// them, say, when shutting down).
+    pub fn connections(&self) -> Vec<super::Transport> {
+        self.src.upgrade().map_or_else(Vec::new, |s| {
+            s.conns
+                .borrow()
+                .iter()
+                .map(|(_, c)| super::Transport { conn: c.clone() })
+                .collect()
+        })
+    }
+
+    /// Accepted connections still open.
+    pub fn connection_count(&self) -> usize {
+        self.src.upgrade().map_or(0, |s| s.conns.borrow().len())
+    }
+
+    /// Gives every connection accepted from now on an idle timeout (see
+    /// [`Transport::set_idle_timeout`](super::Transport::set_idle_timeout)):
+    /// a peer that sends nothing for `timeout` is disconnected. `None` (the
+    /// default) for none.
+    pub fn set_idle_timeout(&self, timeout: Option<Duration>) {
+        self.with(|st| st.idle_timeout = timeout);
+    }
+
+    /// Sets the listen backlog: how many connections the kernel queues before
+    /// they are accepted. The default is the system's maximum
+    /// ([`DEFAULT_BACKLOG`]); the kernel clamps larger values.
+    ///
+    /// # Errors
+    /// The OS error of `listen`; [`Error::Gone`] if the listener stopped.
+    pub fn set_backlog(&self, backlog: u32) -> Result<(), Error> {
+        let fd = self.raw_fd().ok_or(Error::Gone)?;
+        set_backlog(fd, i32::try_from(backlog).unwrap_or(i32::MAX))?;
+        Ok(())
     }
 
     /// Connections accepted so far.

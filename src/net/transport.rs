@@ -260,6 +260,17 @@ impl Transport {
         self.with(|s| s.linger = linger);
     }
 
+    /// Aborts the connection with a `TimedOut` error once `timeout` passes
+    /// without data from the peer (Twisted's `TimeoutMixin`); `None` turns
+    /// it off (the default). Each read pushes the deadline back; the timer
+    /// re-arms itself lazily, so a busy connection costs one clock read per
+    /// read, not a timer operation.
+    pub fn set_idle_timeout(&self, timeout: Option<Duration>) {
+        if let Some((conn, lp)) = self.live() {
+            conn.set_idle_timeout(&lp, timeout);
+        }
+    }
+
     /// Bytes buffered, not yet taken by the socket.
     pub fn write_buffer_size(&self) -> usize {
         self.with(|s| s.wbuf.len()).unwrap_or(0)

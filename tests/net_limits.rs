@@ -1,0 +1,118 @@
+//! Limits a server sets on its peers: an idle timeout per connection, a cap
+//! on a listener's open connections, and the listen backlog.
+
+mod util;
+
+use deferloop::net::{memory, Listener};
+use deferloop::EventLoop;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+use util::net::{lost_count, Ev, Rec};
+use util::run_until;
+
+const T: Duration = Duration::from_secs(10);
+
+#[test]
+fn a_silent_peer_is_disconnected_after_the_idle_timeout() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    t.set_idle_timeout(Some(Duration::from_millis(60)));
+    let t0 = Instant::now();
+    // Data pushes the deadline back.
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(25));
+        peer.send(b"x");
+        ev.call_later(Duration::from_millis(1), |_| {}).unwrap();
+        ev.run_once().unwrap();
+    }
+    assert_eq!(lost_count(&seen), 0, "still talking");
+    run_until(&ev, T, || lost_count(&seen) == 1);
+    assert!(t0.elapsed() >= Duration::from_millis(160));
+    let s = seen.borrow();
+    let e = s
+        .reason
+        .as_ref()
+        .unwrap()
+        .downcast_ref::<std::io::Error>()
+        .unwrap();
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    assert!(peer.is_closed());
+}
+
+#[test]
+fn turning_the_idle_timeout_off_keeps_the_connection() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let (t, _peer) = memory::open(&ev, rec).unwrap();
+    t.set_idle_timeout(Some(Duration::from_millis(20)));
+    t.set_idle_timeout(None);
+    ev.call_later(Duration::from_millis(60), |lp| lp.stop())
+        .unwrap();
+    ev.run().unwrap();
+    assert_eq!(seen.borrow().events, [Ev::Made]);
+}
+
+fn listener(ev: &EventLoop) -> (Listener, SocketAddr) {
+    let l = ev
+        .listen_tcp("127.0.0.1:0".parse().unwrap(), || Rec::new().0)
+        .unwrap();
+    let addr = l.local_addr().as_inet().unwrap();
+    (l, addr)
+}
+
+#[test]
+fn a_listener_at_its_cap_waits_and_accepts_again_below_it() {
+    let ev = EventLoop::new().unwrap();
+    let (l, addr) = listener(&ev);
+    l.set_max_connections(Some(2));
+    let clients: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    run_until(&ev, T, || l.accepted() == 2);
+    ev.call_later(Duration::from_millis(50), |lp| lp.stop())
+        .unwrap();
+    ev.run().unwrap();
+    assert_eq!(l.accepted(), 2, "the third waits in the backlog");
+    assert_eq!(l.connection_count(), 2);
+    // One closes: the third is accepted.
+    l.connections()[0].abort();
+    run_until(&ev, T, || l.accepted() == 3);
+    assert_eq!(l.connection_count(), 2);
+    l.set_max_connections(None);
+    drop(clients);
+}
+
+#[test]
+fn an_idle_timeout_set_on_a_listener_reaches_its_connections() {
+    let ev = EventLoop::new().unwrap();
+    let (l, addr) = listener(&ev);
+    l.set_idle_timeout(Some(Duration::from_millis(50)));
+    let _c = TcpStream::connect(addr).unwrap();
+    run_until(&ev, T, || l.accepted() == 1);
+    run_until(&ev, T, || l.connection_count() == 0);
+}
+
+#[test]
+fn the_backlog_can_be_set_and_defaults_to_the_system_maximum() {
+    let ev = EventLoop::new().unwrap();
+    let (l, addr) = listener(&ev);
+    // Far more than mio's or std's defaults wait in the kernel's queue
+    // while the loop does not accept (bounded by the system's maximum).
+    let max = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(128)
+        .min(600);
+    // With a small backlog the kernel drops SYNs past it and a connect
+    // stalls: a bounded connect makes that a failure, not a hang.
+    let waiting: Vec<TcpStream> = (0..max)
+        .map(|i| {
+            TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+                .unwrap_or_else(|e| panic!("connect {i} of {max} while not accepting: {e}"))
+        })
+        .collect();
+    run_until(&ev, T, || l.accepted() as usize == max);
+    l.set_backlog(16).unwrap();
+    drop(waiting);
+    l.stop_listening().detach();
+    assert!(l.set_backlog(16).is_err());
+}
