@@ -1,11 +1,11 @@
-//! A short soak (examples/soak.rs, compiled in here): a few seconds of echo
+//! A short soak (the soak harness, soak/src/main.rs, compiled in here): a few seconds of echo
 //! over loopback, TCP and Unix sockets, with resets, half-closes, protocol
 //! panics, timers and threadsafe calls, then the audit — no byte, callback, Deferred, timer,
 //! fd or heap memory may go missing or stay behind. CI also runs the
-//! example itself for a minute (RELIABILITY.md); `SOAK_SECS` lengthens this,
+//! harness itself for a minute (RELIABILITY.md); `SOAK_SECS` lengthens this,
 //! `SOAK_RSS_SLACK_MIB` changes the allowed RSS growth (16 MiB).
 
-#[path = "../examples/soak.rs"]
+#[path = "../soak/src/main.rs"]
 #[allow(dead_code)]
 mod soak;
 

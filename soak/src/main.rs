@@ -21,7 +21,7 @@
 //! are back within a small bound of where they started. The report lists
 //! the counts; any violation is printed and the exit status is 1.
 //!
-//! Run: `cargo run --release --example soak -- --secs 60 --conns 200`
+//! Run: `cargo run --release -p deferloop-soak -- --secs 60 --conns 200`
 //! (options: `--secs`, `--conns`, `--threads`, `--seed`, `--max-size`, `--unix`).
 //! tests/soak.rs runs it for a few seconds as part of `cargo test`.
 
