@@ -4,9 +4,9 @@
 mod util;
 
 use deferloop::net::{memory, Listener};
-use deferloop::EventLoop;
+use deferloop::{EventLoop, ManualClock};
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use util::net::{lost_count, Ev, Rec};
 use util::run_until;
 
@@ -14,21 +14,30 @@ const T: Duration = Duration::from_secs(10);
 
 #[test]
 fn a_silent_peer_is_disconnected_after_the_idle_timeout() {
-    let ev = EventLoop::new().unwrap();
+    // Manual time: no sleeping, exact deadlines.
+    let clock = ManualClock::new();
+    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
     let (rec, seen) = Rec::new();
     let (t, peer) = memory::open(&ev, rec).unwrap();
     t.set_idle_timeout(Some(Duration::from_millis(60)));
-    let t0 = Instant::now();
+    let turn = || {
+        ev.call_soon(|_| {}).unwrap();
+        ev.run_once().unwrap();
+    };
     // Data pushes the deadline back.
     for _ in 0..4 {
-        std::thread::sleep(Duration::from_millis(25));
+        clock.advance(Duration::from_millis(45));
         peer.send(b"x");
-        ev.call_later(Duration::from_millis(1), |_| {}).unwrap();
-        ev.run_once().unwrap();
+        turn();
     }
     assert_eq!(lost_count(&seen), 0, "still talking");
-    run_until(&ev, T, || lost_count(&seen) == 1);
-    assert!(t0.elapsed() >= Duration::from_millis(160));
+    clock.advance(Duration::from_millis(59));
+    turn();
+    assert_eq!(lost_count(&seen), 0, "not before the timeout");
+    clock.advance(Duration::from_millis(1));
+    turn();
+    turn();
+    assert_eq!(lost_count(&seen), 1);
     let s = seen.borrow();
     let e = s
         .reason

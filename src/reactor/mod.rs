@@ -19,7 +19,7 @@ mod threads;
 pub(crate) mod timers;
 mod turn;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, ManualClock};
 use crate::context::Context;
 use crate::deferred::failure::Failure;
 use crate::Error;
@@ -70,6 +70,8 @@ pub(crate) struct Inner {
     turns: Cell<u64>,
     handler: RefCell<Option<ExceptionHandler>>,
     pool: RefCell<threads::Pool>,
+    /// Time stands still unless this clock is advanced (`with_manual_clock`).
+    manual: Option<ManualClock>,
 }
 
 /// A handle to an event loop: what every callback receives, cheap to clone.
@@ -119,6 +121,39 @@ impl EventLoop {
     /// # Errors
     /// The selector or its waker could not be created (file descriptor limit).
     pub fn new() -> std::io::Result<EventLoop> {
+        EventLoop::with_time(None)
+    }
+
+    /// Creates a loop whose time is `clock`'s: it stands still until the
+    /// test calls [`ManualClock::advance`], so `call_later` and everything
+    /// built on it (timeouts, `LoopingCall`, accept back-off, idle timeouts,
+    /// lingering closes) is tested without sleeping (Twisted's `task.Clock`,
+    /// for a whole loop).
+    ///
+    /// A turn never waits for a timer: it runs the timers due by the clock's
+    /// time, and otherwise waits only for I/O and wake-ups, as a loop with no
+    /// timers does. So advance the clock, then run a turn.
+    ///
+    /// # Examples
+    /// ```
+    /// use deferloop::{EventLoop, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let ev = EventLoop::with_manual_clock(clock.clone())?;
+    /// let d = deferloop::defer_later(&ev.handle(), Duration::from_secs(3600), || Ok(42));
+    /// clock.advance(Duration::from_secs(3600)); // an hour, at once
+    /// assert_eq!(ev.run_until(d).unwrap(), 42);
+    /// # Ok::<(), deferloop::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As for [`new`](Self::new).
+    pub fn with_manual_clock(clock: ManualClock) -> std::io::Result<EventLoop> {
+        EventLoop::with_time(Some(clock))
+    }
+
+    fn with_time(manual: Option<ManualClock>) -> std::io::Result<EventLoop> {
         let poll = mio::Poll::new()?;
         let waker = mio::Waker::new(poll.registry(), WAKER)?;
         let debug = std::env::var_os("DEFERLOOP_DEBUG").is_some_and(|v| !v.is_empty() && v != "0");
@@ -141,6 +176,7 @@ impl EventLoop {
             turns: Cell::new(0),
             handler: RefCell::new(None),
             pool: RefCell::new(threads::Pool::new()),
+            manual,
         };
         Ok(EventLoop {
             lp: Loop {
@@ -236,7 +272,7 @@ impl Loop {
         delay: Duration,
         f: impl FnOnce(&Loop) + 'static,
     ) -> Result<Handle, Error> {
-        let when = Instant::now().checked_add(delay).unwrap_or_else(far_future);
+        let when = self.time().checked_add(delay).unwrap_or_else(far_future);
         self.call_at(when, f)
     }
 
@@ -266,7 +302,7 @@ impl Loop {
     /// The loop's clock: monotonic, never adjusted by wall-clock changes.
     #[inline]
     pub fn time(&self) -> Instant {
-        Instant::now()
+        self.inner.now()
     }
 
     /// A handle for other threads.
@@ -419,6 +455,15 @@ fn far_future() -> Instant {
 }
 
 impl Inner {
+    /// The loop's time: the monotonic clock, or the manual clock's.
+    #[inline]
+    pub(crate) fn now(&self) -> Instant {
+        match &self.manual {
+            None => Instant::now(),
+            Some(clock) => clock.now(),
+        }
+    }
+
     #[inline]
     fn check_open(&self) -> Result<(), Error> {
         if self.closed.get() {

@@ -37,10 +37,11 @@ impl Inner {
             return Some(Duration::ZERO);
         }
         let next = self.timers.borrow().next_deadline()?;
-        Some(
-            next.saturating_duration_since(Instant::now())
-                .min(MAX_TIMEOUT),
-        )
+        let wait = next.saturating_duration_since(self.now());
+        if self.manual.is_some() && !wait.is_zero() {
+            return None; // manual time: no timer comes due by waiting
+        }
+        Some(wait.min(MAX_TIMEOUT))
     }
 
     /// Step 3. mio rounds a sub-millisecond timeout *up*, so a timer is never
@@ -100,7 +101,7 @@ impl Inner {
         if timers.len() == 0 {
             return;
         }
-        let now = Instant::now();
+        let now = self.now();
         let mut ready = self.ready.borrow_mut();
         while let Some((id, task)) = timers.pop_due_reserved(now, |_| ready.next_seq()) {
             ready.push_timer(task, id);
