@@ -66,6 +66,8 @@ pub(crate) struct State {
     pub(crate) cap: usize,
     pub(crate) linger: Duration,
     pub(crate) linger_timer: Option<Handle>,
+    /// The protocol asked for a `data_received` with no new bytes.
+    pub(crate) redeliver: bool,
     /// Abort after this long without data (Twisted's `TimeoutMixin`).
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) idle_timer: Option<Handle>,
@@ -92,6 +94,7 @@ impl State {
     /// Whether a dispatch would have work to do right now.
     pub(crate) fn wants_dispatch(&self) -> bool {
         self.can_read()
+            || (self.redeliver && matches!(self.phase, Phase::Open))
             || matches!(self.phase, Phase::Closed(_))
             || (self.phase.is_open() && self.wbuf.flow.has_note())
             || (self.write_ready && !self.wbuf.is_empty() && self.io.is_some())
@@ -160,6 +163,7 @@ impl Conn {
                     linger: DEFAULT_LINGER,
                     linger_timer: None,
                     close_when_up: None,
+                    redeliver: false,
                     idle_timeout: None,
                     idle_timer: None,
                     last_read: Instant::now(),

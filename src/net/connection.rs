@@ -115,20 +115,29 @@ impl<P> Clone for ProtocolRef<P> {
 }
 
 impl<P: Protocol> ProtocolRef<P> {
+    pub(crate) fn of(t: &Transport) -> ProtocolRef<P> {
+        ProtocolRef {
+            conn: t.conn.clone(),
+            _p: PhantomData,
+        }
+    }
+
     /// Runs `f` with the protocol.
     ///
     /// # Errors
     /// [`Error::Gone`] once the connection is gone (the protocol is dropped
     /// right after `connection_lost`); [`Error::InUse`] while one of the
-    /// protocol's own methods runs (reach it from there, through `self`).
+    /// protocol's own methods runs (reach it from there, through `self`);
+    /// [`Error::InvalidInput`] if the connection's protocol is not a `P`
+    /// (a ref made with [`Transport::protocol`] for another type).
     pub fn with<R>(&self, f: impl FnOnce(&mut P) -> R) -> Result<R, Error> {
         let conn = self.conn.upgrade().ok_or(Error::Gone)?;
         let mut slot = conn.proto.try_borrow_mut().map_err(|_| Error::InUse)?;
         let proto = slot.as_mut().ok_or(Error::InUse)?;
         let any: &mut dyn Any = &mut **proto;
-        let p = any
-            .downcast_mut::<P>()
-            .expect("a ProtocolRef names its connection's protocol type");
+        let p = any.downcast_mut::<P>().ok_or(Error::InvalidInput(
+            "the connection's protocol is of another type",
+        ))?;
         Ok(f(p))
     }
 

@@ -247,7 +247,13 @@ impl Source for Conn {
             let mut st = this.st.borrow_mut();
             this.flush(lp, &mut st);
         }
-        let (again, got) = if this.notes(lp, &t, &mut proto) {
+        let redeliver = {
+            let mut st = this.st.borrow_mut();
+            std::mem::take(&mut st.redeliver) && matches!(st.phase, Phase::Open)
+        };
+        let (again, got) = if this.notes(lp, &t, &mut proto)
+            && (!redeliver || this.call(lp, &mut proto, |p| p.data_received(&t, &[])))
+        {
             this.read(lp, &t, &mut proto)
         } else {
             (false, false)

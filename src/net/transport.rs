@@ -4,7 +4,7 @@
 
 use super::conn::{Conn, State};
 use super::core::{handle_identity, Phase};
-use super::SockAddr;
+use super::{ProtocolRef, SockAddr};
 use crate::{Error, Failure, Loop};
 use std::fmt;
 use std::io;
@@ -42,6 +42,25 @@ impl Transport {
     /// (the handle keeps neither alive).
     pub fn event_loop(&self) -> Option<Loop> {
         self.live().map(|(_, lp)| lp)
+    }
+
+    /// A typed handle to this connection's protocol, for code that runs
+    /// outside the protocol's own methods (a timer, another connection). Its
+    /// [`with`](ProtocolRef::with) fails if the protocol is not a `P`.
+    pub fn protocol<P: super::Protocol>(&self) -> ProtocolRef<P> {
+        ProtocolRef::of(self)
+    }
+
+    /// Asks for one more `data_received` call, with no bytes, in the next
+    /// turn — also while reading is paused. For a protocol that holds back
+    /// part of what it received (the framers deliver at most a few dozen
+    /// frames per turn) and must go on without new bytes arriving. Works
+    /// through protocols that wrap others and pass `data_received` on.
+    pub fn redeliver(&self) {
+        if let Some((conn, lp)) = self.live() {
+            conn.st.borrow_mut().redeliver = true;
+            conn.wake(&lp);
+        }
     }
 
     /// Sends `data`: written to the socket at once if nothing is buffered

@@ -1,0 +1,376 @@
+//! Framing: Twisted's most used protocols — lines, and length-prefixed
+//! messages — as pure decoders ([`LineDecoder`], [`LengthDecoder`]) and as
+//! protocol adapters ([`Lines`], [`LengthPrefixed`]) around a [`FrameProtocol`].
+//!
+//! The decoders do no I/O and allocate only to keep a partial frame across
+//! reads: frames that arrive whole inside one read are handed out as slices of
+//! that read, without a copy. A peer cannot make them buffer without bound:
+//! a line longer than the limit, or a length prefix above the limit, is a
+//! [`FrameError`] before anything is stored for it.
+//! Tests: below (against one-shot parsing, at every split point) and
+//! tests/net_framing.rs.
+
+mod decode;
+
+pub use decode::{LengthDecoder, LineDecoder, Prefix, PrefixBytes, DEFAULT_MAX_LINE};
+
+use super::{Protocol, Transport};
+use crate::{Error, Failure};
+use std::collections::VecDeque;
+use std::error::Error as StdError;
+use std::fmt;
+use std::num::NonZeroUsize;
+
+/// The peer broke the framing rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// A line (without its delimiter) was longer than the limit; `seen` is how
+    /// much of it had arrived when it was refused (at least `limit + 1`).
+    LineTooLong {
+        /// The maximum line length.
+        limit: usize,
+        /// Bytes of the line seen.
+        seen: usize,
+    },
+    /// A length prefix announced a message larger than the limit.
+    MessageTooLarge {
+        /// The announced size.
+        size: usize,
+        /// The maximum message size.
+        limit: usize,
+    },
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::LineTooLong { limit, seen } => {
+                write!(f, "line too long: {seen} bytes or more, limit {limit}")
+            }
+            FrameError::MessageTooLarge { size, limit } => {
+                write!(
+                    f,
+                    "message too large: {size} bytes announced, limit {limit}"
+                )
+            }
+        }
+    }
+}
+
+impl StdError for FrameError {}
+
+/// What a framed protocol implements: [`Protocol`] with whole frames (lines
+/// or messages) instead of bytes. Use it through [`Lines`] or
+/// [`LengthPrefixed`].
+pub trait FrameProtocol: 'static {
+    /// As [`Protocol::connection_made`].
+    fn connection_made(&mut self, transport: &Transport) {
+        let _ = transport;
+    }
+
+    /// One frame, without its delimiter or prefix.
+    fn frame_received(&mut self, transport: &Transport, frame: &[u8]);
+
+    /// The peer broke the framing (an over-long line, an oversize message).
+    /// Called before the connection is closed with `error` as the reason
+    /// given to `connection_lost`; what this writes (an error reply) is
+    /// flushed first.
+    fn frame_error(&mut self, transport: &Transport, error: &FrameError) {
+        let _ = (transport, error);
+    }
+
+    /// As [`Protocol::eof_received`].
+    fn eof_received(&mut self, transport: &Transport) -> bool {
+        let _ = transport;
+        false
+    }
+
+    /// As [`Protocol::connection_lost`].
+    fn connection_lost(&mut self, transport: &Transport, reason: Option<Failure>) {
+        let _ = (transport, reason);
+    }
+
+    /// As [`Protocol::pause_writing`].
+    fn pause_writing(&mut self, transport: &Transport) {
+        let _ = transport;
+    }
+
+    /// As [`Protocol::resume_writing`].
+    fn resume_writing(&mut self, transport: &Transport) {
+        let _ = transport;
+    }
+}
+
+/// Forwards every `Protocol` method but `data_received` to the inner one.
+macro_rules! forward_protocol {
+    () => {
+        fn connection_made(&mut self, t: &Transport) {
+            self.inner.connection_made(t)
+        }
+        fn eof_received(&mut self, t: &Transport) -> bool {
+            self.inner.eof_received(t)
+        }
+        fn connection_lost(&mut self, t: &Transport, reason: Option<Failure>) {
+            self.inner.connection_lost(t, reason)
+        }
+        fn pause_writing(&mut self, t: &Transport) {
+            self.inner.pause_writing(t)
+        }
+        fn resume_writing(&mut self, t: &Transport) {
+            self.inner.resume_writing(t)
+        }
+    };
+}
+
+/// A [`Protocol`] that hands its inner [`FrameProtocol`] one line at a time.
+///
+/// Lines after one that closed the transport are dropped. A line over the
+/// limit calls `frame_error`, then closes the connection (flushing what was
+/// written) with the [`FrameError`] as `connection_lost`'s reason.
+///
+/// # Examples
+/// A line server that answers each line with its length, and a client:
+/// ```
+/// use deferloop::net::framing::{FrameProtocol, Lines};
+/// use deferloop::net::{Protocol, Transport};
+/// use deferloop::EventLoop;
+///
+/// struct Len;
+/// impl FrameProtocol for Len {
+///     fn frame_received(&mut self, t: &Transport, line: &[u8]) {
+///         t.write(format!("{}\r\n", line.len()).as_bytes());
+///     }
+/// }
+/// struct Ask(Vec<u8>);
+/// impl Protocol for Ask {
+///     fn connection_made(&mut self, t: &Transport) {
+///         t.write(b"hello\r\nsplit li");
+///         t.write(b"ne\r\n");
+///     }
+///     fn data_received(&mut self, t: &Transport, data: &[u8]) {
+///         self.0.extend_from_slice(data);
+///         if self.0 == b"5\r\n10\r\n" {
+///             if let Some(lp) = t.event_loop() {
+///                 lp.stop();
+///             }
+///         }
+///     }
+/// }
+///
+/// let ev = EventLoop::new()?;
+/// let server = ev.listen_tcp("127.0.0.1:0".parse().unwrap(), || Lines::new(Len))?;
+/// let _client = ev.connect_tcp(server.local_addr().as_inet().unwrap(), Ask(Vec::new()));
+/// ev.run()?;
+/// # Ok::<(), deferloop::Error>(())
+/// ```
+pub struct Lines<P> {
+    decoder: LineDecoder,
+    inner: P,
+    backlog: Backlog,
+}
+
+impl<P: FrameProtocol> Lines<P> {
+    /// Lines ending with `b"\r\n"`, at most [`DEFAULT_MAX_LINE`] bytes.
+    pub fn new(inner: P) -> Lines<P> {
+        Lines {
+            decoder: LineDecoder::new(b"\r\n", DEFAULT_MAX_LINE).expect("non-empty delimiter"),
+            inner,
+            backlog: Backlog::default(),
+        }
+    }
+
+    /// Lines ending with `delimiter`, at most `max_line` bytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty delimiter.
+    pub fn with_delimiter(inner: P, delimiter: &[u8], max_line: usize) -> Result<Lines<P>, Error> {
+        Ok(Lines {
+            decoder: LineDecoder::new(delimiter, max_line)?,
+            inner,
+            backlog: Backlog::default(),
+        })
+    }
+
+    /// The inner protocol.
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+
+    /// The inner protocol, mutably.
+    pub fn inner_mut(&mut self) -> &mut P {
+        &mut self.inner
+    }
+}
+
+impl<P: FrameProtocol> Lines<P> {
+    /// Delivers at most `n` lines per connection per turn (default
+    /// [`FRAMES_PER_TURN`]); the rest wait, with reading paused, for the next
+    /// turns, so one peer's burst of short lines cannot hold the loop.
+    pub fn set_frames_per_turn(&mut self, n: NonZeroUsize) {
+        self.backlog.per_turn = n.get();
+    }
+}
+
+impl<P: FrameProtocol> Protocol for Lines<P> {
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        let (inner, backlog) = (&mut self.inner, &mut self.backlog);
+        backlog.start_turn();
+        if backlog.drain(inner, t) && data.is_empty() {
+            return;
+        }
+        let r = self
+            .decoder
+            .feed(data, |line| backlog.offer(inner, t, line));
+        if let Err(e) = r {
+            inner.frame_error(t, &e);
+            t.close_with(e);
+        }
+        backlog.hold(t);
+    }
+
+    forward_protocol!();
+}
+
+/// A [`Protocol`] that hands its inner [`FrameProtocol`] one length-prefixed
+/// message at a time; see [`Lines`] for what happens after a close or on an
+/// oversize prefix. Send with [`LengthPrefixed::send`].
+pub struct LengthPrefixed<P> {
+    decoder: LengthDecoder,
+    inner: P,
+    backlog: Backlog,
+}
+
+impl<P: FrameProtocol> LengthPrefixed<P> {
+    /// Messages with a `prefix`-sized big-endian length, at most `max` bytes.
+    pub fn new(inner: P, prefix: Prefix, max: usize) -> LengthPrefixed<P> {
+        LengthPrefixed {
+            decoder: LengthDecoder::new(prefix, max),
+            inner,
+            backlog: Backlog::default(),
+        }
+    }
+
+    /// Writes `message` with its prefix (one system call when nothing is
+    /// buffered and it is small; see [`Transport::write_vectored`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if the length does not fit the prefix;
+    /// nothing is written then.
+    pub fn send(t: &Transport, prefix: Prefix, message: &[u8]) -> Result<(), Error> {
+        let head = prefix.encode(message.len()).ok_or(Error::InvalidInput(
+            "message too long for its length prefix",
+        ))?;
+        t.write_vectored(&[head.as_ref(), message]);
+        Ok(())
+    }
+
+    /// The inner protocol.
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+
+    /// The inner protocol, mutably.
+    pub fn inner_mut(&mut self) -> &mut P {
+        &mut self.inner
+    }
+}
+
+impl<P: FrameProtocol> LengthPrefixed<P> {
+    /// As [`Lines::set_frames_per_turn`].
+    pub fn set_frames_per_turn(&mut self, n: NonZeroUsize) {
+        self.backlog.per_turn = n.get();
+    }
+}
+
+impl<P: FrameProtocol> Protocol for LengthPrefixed<P> {
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        let (inner, backlog) = (&mut self.inner, &mut self.backlog);
+        backlog.start_turn();
+        if backlog.drain(inner, t) && data.is_empty() {
+            return;
+        }
+        let r = self.decoder.feed(data, |msg| backlog.offer(inner, t, msg));
+        if let Err(e) = r {
+            inner.frame_error(t, &e);
+            t.close_with(e);
+        }
+        backlog.hold(t);
+    }
+
+    forward_protocol!();
+}
+
+/// Frames delivered per connection per turn by [`Lines`] and
+/// [`LengthPrefixed`], unless set otherwise.
+pub const FRAMES_PER_TURN: usize = 64;
+
+/// What the adapters share: the frames of one read beyond the turn's budget,
+/// delivered in later turns while reading is paused.
+struct Backlog {
+    frames: VecDeque<Vec<u8>>,
+    per_turn: usize,
+    delivered: usize,
+}
+
+impl Default for Backlog {
+    fn default() -> Self {
+        Backlog {
+            frames: VecDeque::new(),
+            per_turn: FRAMES_PER_TURN,
+            delivered: 0,
+        }
+    }
+}
+
+impl Backlog {
+    fn start_turn(&mut self) {
+        self.delivered = 0;
+    }
+
+    /// Delivers `frame` now if the turn's budget allows and nothing waits
+    /// before it, else keeps a copy. Returns whether to go on.
+    fn offer<P: FrameProtocol>(&mut self, inner: &mut P, t: &Transport, frame: &[u8]) -> bool {
+        if self.delivered < self.per_turn && self.frames.is_empty() {
+            self.delivered += 1;
+            inner.frame_received(t, frame);
+            !t.is_closing()
+        } else {
+            self.frames.push_back(frame.to_vec());
+            true
+        }
+    }
+
+    /// With frames waiting: pause reading and ask for an empty
+    /// `data_received` next turn, which delivers them.
+    fn hold(&mut self, t: &Transport) {
+        if !self.frames.is_empty() && !t.is_closing() {
+            t.pause_reading();
+            t.redeliver();
+        }
+    }
+
+    /// The empty `data_received` asked for: up to the budget from the
+    /// backlog; reading resumes once it is empty. Returns whether frames
+    /// were waiting (then `data`, empty, is nothing new).
+    fn drain<P: FrameProtocol>(&mut self, inner: &mut P, t: &Transport) -> bool {
+        if self.frames.is_empty() {
+            return false;
+        }
+        while self.delivered < self.per_turn && !t.is_closing() {
+            let Some(frame) = self.frames.pop_front() else {
+                break;
+            };
+            self.delivered += 1;
+            inner.frame_received(t, &frame);
+        }
+        if t.is_closing() {
+            self.frames.clear();
+        } else if self.frames.is_empty() {
+            t.resume_reading();
+        } else {
+            t.redeliver();
+        }
+        true
+    }
+}
