@@ -61,6 +61,7 @@ mod protocol;
 mod tcp;
 mod transport;
 mod udp;
+mod udp_transport;
 mod unix;
 
 pub use buffer::{DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
@@ -69,7 +70,8 @@ pub use connection::{Connection, ProtocolFactory, ProtocolRef};
 pub use listener::{Listener, ACCEPT_BATCH, ACCEPT_RETRY_DELAY, DEFAULT_BACKLOG};
 pub use protocol::{DatagramProtocol, Protocol};
 pub use transport::Transport;
-pub use udp::{DatagramTransport, DATAGRAMS_PER_DISPATCH};
+pub use udp::DATAGRAMS_PER_DISPATCH;
+pub use udp_transport::DatagramTransport;
 
 use std::fmt;
 use std::net::SocketAddr;
