@@ -36,6 +36,9 @@ pub const READ_BUDGET: usize = 256 * 1024;
 /// aborted with [`WriteBufferFull`](super::WriteBufferFull).
 pub const DEFAULT_WRITE_BUFFER_CAP: usize = 64 * 1024 * 1024;
 
+/// Writes of at least this many bytes are never held back to be coalesced.
+const COALESCE_BELOW: usize = 4096;
+
 /// Default time a graceful `close` may take to flush before it aborts.
 pub const DEFAULT_LINGER: Duration = Duration::from_secs(30);
 
@@ -310,10 +313,10 @@ impl Conn {
     }
 
     /// Writes `parts` (`total` bytes): straight to the socket if nothing is
-    /// buffered and this is the first such write of the turn, else into the
-    /// buffer, flushed at the end of this connection's dispatch or in the next
-    /// turn. So a broadcast of many messages costs one system call per
-    /// connection per turn, not one per message.
+    /// buffered and this is the first write of the turn (or a large one),
+    /// else into the buffer, flushed at the end of this connection's dispatch
+    /// or in the next turn. So a broadcast of many short messages costs one
+    /// system call per connection per turn, not one per message.
     pub(crate) fn write(&self, lp: &Loop, parts: &[&[u8]], total: usize) {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
@@ -328,7 +331,10 @@ impl Conn {
         }
         let turn = lp.turn_count();
         let mut written = 0;
-        if st.wbuf.is_empty() && st.direct_turn != turn && matches!(st.phase, Phase::Open) {
+        // Small writes after the first of a turn are coalesced; a large one
+        // gains nothing from a copy and goes straight out.
+        let direct = st.direct_turn != turn || total >= COALESCE_BELOW;
+        if st.wbuf.is_empty() && direct && matches!(st.phase, Phase::Open) {
             st.direct_turn = turn;
             let io = st.io.as_mut().expect("an open stream has its io");
             match write_parts_now(&mut **io, parts, total) {

@@ -116,9 +116,12 @@ impl Conn {
                 if !st.can_read() {
                     break;
                 }
-                // Backpressure: with bytes already buffered, read no more than
-                // the write side can take below its high-water mark.
-                let limit = if st.wbuf.is_empty() {
+                // Backpressure: a read takes no more than the write side can
+                // absorb below its high-water mark, so a peer that stops
+                // reading what it is sent leaves at most about one high-water
+                // mark buffered, not a whole read budget more. A protocol
+                // that handles its own backpressure reads the full budget.
+                let limit = if st.read_while_write_paused {
                     budget
                 } else {
                     let (_, high) = st.wbuf.flow.limits();

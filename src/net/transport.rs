@@ -67,10 +67,11 @@ impl Transport {
     /// (the first write of a turn), else buffered and written as the socket
     /// drains. Never blocks.
     ///
-    /// Writes made to one connection within one turn are coalesced: the
-    /// first goes to the socket, the rest are written together at the end of
-    /// the connection's dispatch or in the next turn, so a broadcast of many
-    /// messages to many connections costs one system call per connection.
+    /// Short writes (under 4 KiB) made to one connection within one turn are
+    /// coalesced: the first goes to the socket, the rest are written together
+    /// at the end of the connection's dispatch or in the next turn, so a
+    /// broadcast of many messages to many connections costs about one system
+    /// call per connection per turn.
     ///
     /// A write that takes the buffer above the high-water mark makes
     /// [`is_writing_paused`](Self::is_writing_paused) true at once; the
