@@ -305,3 +305,21 @@ fn a_write_to_a_vanished_peer_never_raises_sigpipe() {
     );
     assert_eq!(stdout.matches("connection lost, process alive").count(), 4);
 }
+
+/// A reset that arrives while the connection is not being read (its reading
+/// paused) is noticed at once: the connection is lost with the reset, not
+/// held until reading resumes (which, for a proxy waiting on the other side,
+/// may be never).
+#[test]
+fn a_reset_while_reading_is_paused_loses_the_connection() {
+    let ev = EventLoop::new().unwrap();
+    let (peer, seen) = one_connection(&ev);
+    let t = seen.borrow().transport.clone().unwrap();
+    t.pause_reading();
+    util::net::reset(peer);
+    run_until(&ev, T, || lost_count(&seen) == 1);
+    assert_eq!(
+        lost_with_io_error(&seen),
+        std::io::ErrorKind::ConnectionReset
+    );
+}

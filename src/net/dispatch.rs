@@ -237,6 +237,15 @@ impl Source for Conn {
             st.read_ready |= ready.contains(Ready::READABLE);
             st.write_ready |= ready.contains(Ready::WRITABLE);
             st.read_closed |= ready.contains(Ready::READ_CLOSED);
+            // A hang-up or error while the connection is not being read (its
+            // reading paused, a close flushing): a reset would otherwise go
+            // unnoticed until the next read, which may never come.
+            if ready.contains(Ready::READ_CLOSED) && !st.can_read() && st.phase.is_open() {
+                let pending = st.io.as_mut().and_then(|io| io.take_error().ok().flatten());
+                if let Some(e) = pending {
+                    this.close_now(lp, &mut st, Some(Failure::new(e)));
+                }
+            }
         }
         if !this.finish_connect(lp) {
             return PostAction::Continue;

@@ -27,6 +27,11 @@ pub(crate) trait StreamIo: 'static {
     fn connect_result(&mut self) -> io::Result<bool> {
         Ok(true)
     }
+    /// A pending socket error (`SO_ERROR`), such as a reset that arrived
+    /// while the connection was not being read.
+    fn take_error(&mut self) -> io::Result<Option<io::Error>> {
+        Ok(None)
+    }
     fn peer_addr(&self) -> io::Result<SockAddr>;
     fn local_addr(&self) -> io::Result<SockAddr>;
     /// Registers the descriptor, if any, for reading and writing.
@@ -87,8 +92,11 @@ macro_rules! kernel_stream {
             fn shutdown_write(&mut self) -> io::Result<()> {
                 self.shutdown(Shutdown::Write)
             }
+            fn take_error(&mut self) -> io::Result<Option<io::Error>> {
+                <$ty>::take_error(self)
+            }
             fn connect_result(&mut self) -> io::Result<bool> {
-                if let Some(e) = self.take_error()? {
+                if let Some(e) = <$ty>::take_error(self)? {
                     return Err(e);
                 }
                 match self.peer_addr() {
@@ -139,6 +147,9 @@ impl StreamIo for Tcp {
     }
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.0.shutdown_write()
+    }
+    fn take_error(&mut self) -> io::Result<Option<io::Error>> {
+        StreamIo::take_error(&mut self.0)
     }
     fn connect_result(&mut self) -> io::Result<bool> {
         let up = self.0.connect_result()?;
