@@ -688,6 +688,7 @@ fn proxy_fill_then_reset_leaves_no_descriptor_behind() {
     while fd_count(pid) > before && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
+    println!("proxy descriptors: {before} before, {} after 4 fill-then-reset rounds", fd_count(pid));
     assert_eq!(fd_count(pid), before, "descriptors left after the resets");
 }
 
@@ -713,6 +714,7 @@ fn chat_welcomes_a_newcomer_within_200ms_during_a_broadcast_flood() {
     let mut line = String::new();
     BufReader::new(&mut newcomer).read_line(&mut line).unwrap();
     let waited = t0.elapsed();
+    println!("newcomer welcomed after {waited:?} during the flood");
     assert_eq!(line, "Welcome! Your nickname?\n");
     assert!(
         waited < Duration::from_millis(200),
