@@ -688,7 +688,10 @@ fn proxy_fill_then_reset_leaves_no_descriptor_behind() {
     while fd_count(pid) > before && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    println!("proxy descriptors: {before} before, {} after 4 fill-then-reset rounds", fd_count(pid));
+    println!(
+        "proxy descriptors: {before} before, {} after 4 fill-then-reset rounds",
+        fd_count(pid)
+    );
     assert_eq!(fd_count(pid), before, "descriptors left after the resets");
 }
 
@@ -815,4 +818,45 @@ fn socket2_like_connect(addr: SocketAddr) -> TcpStream {
     let s = connect(addr);
     small_buffers(&s);
     s
+}
+
+/// A target that never completes the handshake: the proxy gives up after its
+/// connect timeout (5 s) and closes the client; a client that goes away
+/// first (a reset) takes the pending connect with it at once. (A client's
+/// FIN alone is a half-close: it may still wait for the answer, so the
+/// proxy keeps the attempt, within the same 5 s.)
+#[test]
+fn proxy_gives_up_on_a_target_that_never_answers() {
+    let (_target, _filler, taddr) = util::net::full_listener();
+    let (server, addr) = child_server("proxy", &["127.0.0.1:0", &taddr.to_string()]);
+    let pid = server.0.id();
+    let before = fd_count(pid);
+    // The client goes while the connect is pending: both go at once.
+    let leaving = connect(addr);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(fd_count(pid), before + 2, "client and pending connect");
+    util::net::reset(leaving);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while fd_count(pid) > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        fd_count(pid),
+        before,
+        "the pending connect went with the client"
+    );
+    // The client stays: closed after the proxy's 5 s connect timeout.
+    let mut staying = connect(addr);
+    staying
+        .set_read_timeout(Some(Duration::from_secs(8)))
+        .unwrap();
+    let t0 = Instant::now();
+    let mut buf = [0; 16];
+    let r = staying.read(&mut buf);
+    let waited = t0.elapsed();
+    assert!(matches!(r, Ok(0) | Err(_)), "closed, not answered: {r:?}");
+    assert!(
+        waited >= Duration::from_secs(4) && waited < Duration::from_secs(7),
+        "{waited:?}"
+    );
 }

@@ -8,7 +8,7 @@ use deferloop::net::{Protocol, Transport};
 use deferloop::EventLoop;
 use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::os::unix::io::FromRawFd;
+
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use util::net::Rec;
@@ -68,31 +68,9 @@ fn a_refused_connect_fails_with_connection_refused_naming_the_address() {
 
 /// A listener whose accept queue is full: further SYNs are dropped, so a
 /// connect to it stays pending (loopback only, no outside address needed).
-fn full_listener() -> (std::net::TcpListener, std::net::TcpStream, SocketAddr) {
-    // SAFETY: plain socket calls on a fresh fd that the TcpListener then owns.
-    let listener = unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-        assert!(fd >= 0);
-        let mut sa: libc::sockaddr_in = std::mem::zeroed();
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
-        let r = libc::bind(
-            fd,
-            (&sa as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        );
-        assert_eq!(r, 0);
-        assert_eq!(libc::listen(fd, 0), 0);
-        std::net::TcpListener::from_raw_fd(fd)
-    };
-    let addr = listener.local_addr().unwrap();
-    let filler = std::net::TcpStream::connect(addr).unwrap(); // takes the one slot
-    (listener, filler, addr)
-}
-
 #[test]
 fn a_connect_that_hangs_fails_with_timed_out_after_add_timeout() {
-    let (_listener, _filler, addr) = full_listener();
+    let (_listener, _filler, addr) = util::net::full_listener();
     let ev = EventLoop::new().unwrap();
     let (rec, seen) = Rec::new();
     let t0 = Instant::now();
@@ -111,7 +89,7 @@ fn a_connect_that_hangs_fails_with_timed_out_after_add_timeout() {
 
 #[test]
 fn cancelling_a_connect_abandons_it() {
-    let (_listener, _filler, addr) = full_listener();
+    let (_listener, _filler, addr) = util::net::full_listener();
     let ev = EventLoop::new().unwrap();
     let (rec, seen) = Rec::new();
     let d = ev.connect_tcp(addr, rec).connected();
@@ -142,7 +120,7 @@ fn connecting_on_a_closed_loop_is_an_error_not_a_panic() {
 
 #[test]
 fn closing_the_loop_fails_a_pending_connect() {
-    let (_listener, _filler, addr) = full_listener();
+    let (_listener, _filler, addr) = util::net::full_listener();
     let ev = EventLoop::new().unwrap();
     let (rec, seen) = Rec::new();
     let d = ev.connect_tcp(addr, rec).connected();
@@ -150,4 +128,48 @@ fn closing_the_loop_fails_a_pending_connect() {
     let f = d.result().unwrap().unwrap_err();
     assert!(f.check::<deferloop::deferred::LoopClosed>(), "{f}");
     assert!(seen.borrow().events.is_empty());
+}
+
+/// A connect that never completes (the listener's backlog is full, so its
+/// SYNs go unanswered) fails after the default connect timeout, 30 s, and
+/// never calls its protocol — tested on manual time.
+#[test]
+fn a_connect_that_never_completes_fails_after_the_default_timeout() {
+    let (_listener, _filler, addr) = util::net::full_listener();
+    let clock = deferloop::ManualClock::new();
+    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
+    let (rec, seen) = Rec::new();
+    let d = ev.connect_tcp(addr, rec).connected();
+    clock.advance(Duration::from_secs(29));
+    ev.call_soon(|_| {}).unwrap();
+    ev.run_once().unwrap();
+    let d = d.result().expect_err("still connecting after 29 s");
+    clock.advance(Duration::from_secs(1));
+    let f = ev.run_until(d).unwrap_err();
+    let e = f.downcast_ref::<std::io::Error>().expect("an io error");
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+    assert!(f.to_string().contains(&addr.to_string()), "{f}");
+    assert!(seen.borrow().events.is_empty());
+}
+
+#[test]
+fn the_connect_timeout_can_be_changed_or_turned_off() {
+    let (_listener, _filler, addr) = util::net::full_listener();
+    let clock = deferloop::ManualClock::new();
+    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
+    let short = ev
+        .connect_tcp(addr, Rec::new().0)
+        .connect_timeout(Some(Duration::from_secs(2)))
+        .connected();
+    let never = ev.connect_tcp(addr, Rec::new().0).connect_timeout(None);
+    clock.advance(Duration::from_secs(2));
+    assert!(ev.run_until(short).is_err());
+    clock.advance(Duration::from_secs(3600));
+    ev.call_soon(|_| {}).unwrap();
+    ev.run_once().unwrap();
+    assert!(
+        never.transport().is_connecting(),
+        "no limit but the system's"
+    );
+    never.transport().abort();
 }

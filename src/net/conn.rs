@@ -39,6 +39,10 @@ pub const DEFAULT_WRITE_BUFFER_CAP: usize = 64 * 1024 * 1024;
 /// Writes of at least this many bytes are never held back to be coalesced.
 const COALESCE_BELOW: usize = 4096;
 
+/// Default time a connect may take (Twisted's `connectTCP` uses 30 s too);
+/// see [`Connection::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Default time a graceful `close` may take to flush before it aborts.
 pub const DEFAULT_LINGER: Duration = Duration::from_secs(30);
 
@@ -69,6 +73,8 @@ pub(crate) struct State {
     pub(crate) cap: usize,
     pub(crate) linger: Duration,
     pub(crate) linger_timer: Option<Handle>,
+    /// Fails the connect if it is not up in time.
+    pub(crate) connect_timer: Option<Handle>,
     /// The protocol asked for a `data_received` with no new bytes.
     pub(crate) redeliver: bool,
     /// Abort after this long without data (Twisted's `TimeoutMixin`).
@@ -167,6 +173,7 @@ impl Conn {
                     linger_timer: None,
                     close_when_up: None,
                     redeliver: false,
+                    connect_timer: None,
                     idle_timeout: None,
                     idle_timer: None,
                     last_read: Instant::now(),
@@ -267,6 +274,42 @@ impl Conn {
         if let Some(d) = d {
             self.arm_idle(lp, lp.time() + d);
         }
+    }
+
+    /// (Re)starts, from now, the time a connect in progress may take; `None`
+    /// for no limit. Past it the attempt is abandoned and its Deferred fails
+    /// with a `TimedOut` error naming the address.
+    pub(crate) fn set_connect_timeout(self: &Rc<Self>, lp: &Loop, d: Option<Duration>) {
+        let old = self.st.borrow_mut().connect_timer.take();
+        if let Some(h) = old {
+            h.cancel();
+        }
+        if !matches!(self.st.borrow().phase, Phase::Connecting) {
+            return;
+        }
+        let Some(d) = d else { return };
+        let weak = Rc::downgrade(self);
+        let timer = lp.call_later(d, move |lp| {
+            let Some(conn) = weak.upgrade() else { return };
+            let connect = {
+                let mut st = conn.st.borrow_mut();
+                st.connect_timer = None;
+                if !matches!(st.phase, Phase::Connecting) {
+                    return;
+                }
+                st.connect.take()
+            };
+            let garbage = conn.discard(lp);
+            drop(garbage);
+            if let Some((Some(r), to)) = connect {
+                let e = io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("connect to {to}: no answer within {d:?}"),
+                );
+                r.errback_if_pending(e);
+            }
+        });
+        self.st.borrow_mut().connect_timer = timer.ok();
     }
 
     /// Data arrived: push the idle deadline back (the timer re-arms itself
@@ -510,6 +553,7 @@ pub(crate) fn connect<P: Protocol>(
     if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
         *resolver = Some(r);
     }
+    conn.set_connect_timeout(lp, Some(DEFAULT_CONNECT_TIMEOUT));
     Connection::new(conn.transport(), d)
 }
 

@@ -60,6 +60,23 @@ impl<P: Protocol> Connection<P> {
         }
     }
 
+    /// Sets how long the connect may take from now on (default
+    /// [`DEFAULT_CONNECT_TIMEOUT`](super::DEFAULT_CONNECT_TIMEOUT), 30 s);
+    /// `None` for no limit but the system's. Past it the attempt is
+    /// abandoned, the protocol is never called, and [`connected`](Self::connected)
+    /// fails with a `TimedOut` error naming the address.
+    pub fn connect_timeout(self, timeout: Option<std::time::Duration>) -> Self {
+        if let (Some(conn), true) = (
+            self.transport.conn.upgrade(),
+            self.transport.is_connecting(),
+        ) {
+            if let Some(lp) = conn.lp.upgrade() {
+                conn.set_connect_timeout(&lp, timeout);
+            }
+        }
+        self
+    }
+
     /// The connection's transport, usable before it is up.
     pub fn transport(&self) -> &Transport {
         &self.transport

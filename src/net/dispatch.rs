@@ -44,6 +44,9 @@ impl Conn {
             Ok(true) => {
                 let resolver = {
                     let mut st = self.st.borrow_mut();
+                    if let Some(h) = st.connect_timer.take() {
+                        h.cancel();
+                    }
                     st.phase = match st.close_when_up.take() {
                         Some(reason) => Phase::Closing(reason),
                         None => Phase::Open,

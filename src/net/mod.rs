@@ -65,7 +65,7 @@ mod udp_transport;
 mod unix;
 
 pub use buffer::{DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
-pub use conn::{DEFAULT_LINGER, DEFAULT_WRITE_BUFFER_CAP, READ_BUDGET};
+pub use conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_LINGER, DEFAULT_WRITE_BUFFER_CAP, READ_BUDGET};
 pub use connection::{Connection, ProtocolFactory, ProtocolRef};
 pub use listener::{Listener, ACCEPT_BATCH, ACCEPT_RETRY_DELAY, DEFAULT_BACKLOG};
 pub use protocol::{DatagramProtocol, Protocol};

@@ -4,8 +4,9 @@
 use deferloop::net::{Protocol, Transport};
 use deferloop::Failure;
 use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::net::TcpStream;
-use std::os::unix::io::AsRawFd;
+use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::rc::Rc;
 
 /// What a [`Rec`] protocol saw, in order.
@@ -129,4 +130,29 @@ pub fn reset(s: TcpStream) {
     };
     assert_eq!(r, 0);
     drop(s);
+}
+
+/// A listener whose accept queue is full (backlog 0, one connection queued):
+/// the kernel drops further SYNs, so a connect to it never completes.
+/// Returns it, the connection that fills it, and its address.
+pub fn full_listener() -> (std::net::TcpListener, std::net::TcpStream, SocketAddr) {
+    // SAFETY: plain socket calls on a fresh fd that the TcpListener then owns.
+    let listener = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let r = libc::bind(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(r, 0);
+        assert_eq!(libc::listen(fd, 0), 0);
+        std::net::TcpListener::from_raw_fd(fd)
+    };
+    let addr = listener.local_addr().unwrap();
+    let filler = std::net::TcpStream::connect(addr).unwrap(); // takes the one slot
+    (listener, filler, addr)
 }
