@@ -113,17 +113,17 @@ pub fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String
 
 /// Runs the client; returns the round trips made. Every error is one message:
 /// the connect failure, or why the connection ended early.
-pub fn run(args: &Args) -> Result<u64, String> {
-    let ev = EventLoop::new().map_err(|e| e.to_string())?;
+pub fn run(args: &Args) -> Result<u64, Box<dyn std::error::Error>> {
+    let ev = EventLoop::new()?;
     let done = Rc::new(Cell::new(None));
     let connected = ev.connect_tcp(args.addr, Pinger::new(args.size, args.count, done.clone()));
     // The failure already names the address: no need to say it again.
-    ev.run_until(connected).map_err(|f| f.to_string())?;
+    ev.run_until(connected)?;
     if let Some(outcome) = done.take() {
-        return outcome;
+        return Ok(outcome?);
     }
-    ev.run().map_err(|e| e.to_string())?; // until the last echo: `connection_lost` stops the loop
-    done.take().expect("the connection ended")
+    ev.run()?; // until the last echo: `connection_lost` stops the loop
+    Ok(done.take().expect("the connection ended")?)
 }
 
 #[allow(dead_code)]
@@ -132,7 +132,10 @@ fn main() -> ExitCode {
     // unhandled failures, ignored writes): show warnings unless RUST_LOG says otherwise.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let t0 = Instant::now();
-    match parse_args(std::env::args().skip(1)).and_then(|a| Ok((run(&a)?, a.size))) {
+    let outcome = parse_args(std::env::args().skip(1))
+        .map_err(Box::<dyn std::error::Error>::from)
+        .and_then(|a| Ok((run(&a)?, a.size)));
+    match outcome {
         Ok((n, size)) => {
             let secs = t0.elapsed().as_secs_f64();
             let rate = n as f64 / secs;

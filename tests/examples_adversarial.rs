@@ -355,7 +355,8 @@ fn child_main() {
     let outcome = match name.as_str() {
         "http_hello" => http_hello::run(args).map_err(|e| e.to_string()),
         "chat" => chat::run(args).map_err(|e| e.to_string()),
-        "echo_client" => echo_client::parse_args(args).and_then(|a| echo_client::run(&a).map(drop)),
+        "echo_client" => echo_client::parse_args(args)
+            .and_then(|a| echo_client::run(&a).map(drop).map_err(|e| e.to_string())),
         "echo_server" => echo_server::run(args).map_err(|e| e.to_string()),
         "proxy" => run_proxy(args).map_err(|e| e.to_string()),
         _ => unreachable!("{name}"),
