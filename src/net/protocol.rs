@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 ///   method: a `write` that crosses the high-water mark, or a `close`, changes
 ///   the transport's state at once, and the protocol hears about it
 ///   (`pause_writing`, `connection_lost`) right after the method that caused it
-///   returns, if that was one of its own, or else in a later step 6. So a
+///   returns, if that was one of its own, or else in a later turn. So a
 ///   protocol that shares state with others (a chat room in an `Rc<RefCell<_>>`)
 ///   is never re-entered while it holds a borrow.
 /// - A panic in a method is caught: the connection is aborted with the panic as

@@ -190,7 +190,7 @@ impl fmt::Debug for DatagramTransport {
 impl Loop {
     /// Opens a UDP socket bound to `addr` (port 0 picks a free port, see
     /// [`DatagramTransport::local_addr`]); `protocol.connection_made` follows
-    /// in the next step 6.
+    /// in the loop's next turn.
     ///
     /// # Examples
     /// A UDP echo server and a client that stops the loop at the reply:

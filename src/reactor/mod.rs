@@ -217,7 +217,7 @@ impl fmt::Debug for EventLoop {
 impl Loop {
     // ---- scheduling -------------------------------------------------------
 
-    /// Queues `f` to run in the next step 6 (never inside this call), after
+    /// Queues `f` to run in the loop's next turn (never inside this call), after
     /// everything already queued.
     ///
     /// The context ([`ContextVar`](crate::ContextVar)s) current now is the one
@@ -238,7 +238,7 @@ impl Loop {
     }
 
     /// Runs `f` once `delay` has passed: at the first turn whose time is at or
-    /// after `time() + delay`. A zero delay means the next turn's step 5.
+    /// after `time() + delay`. A zero delay means the next turn, after its I/O callbacks.
     ///
     /// # Guarantees
     /// - `f` never runs before its deadline: inside it, `time() >= deadline`.

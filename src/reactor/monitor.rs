@@ -87,7 +87,7 @@ pub struct CurrentCallback {
 #[non_exhaustive]
 pub struct Snapshot {
     /// When the loop last published its queues (`None`: not yet); the lists
-    /// below are as of then, at most 10 ms before the current turn's step 6.
+    /// below are as of then, at most 10 ms before the current turn ran its callbacks.
     pub published_at: Option<Instant>,
     /// Turns completed by then.
     pub turns: u64,

@@ -12,7 +12,8 @@
 //! The registry holds each source as an `Rc<dyn Source>`: a dispatch clones the
 //! `Rc` out and releases the registry before it calls the source, so a source
 //! (and the user code it runs) may insert, wake or remove sources, its own
-//! included, while it runs (calloop's double-borrow panics, #107/#109, cannot
+//! included, while it runs (calloop's double-borrow panics,
+//! [calloop#107](https://github.com/Smithay/calloop/issues/107), cannot
 //! happen). Keys carry a generation, so an event or queued dispatch for a
 //! source that was removed, and whose slot was reused, in the same turn is
 //! ignored. Tests: below, tests/loop_io.rs, tests/net_*.rs.
