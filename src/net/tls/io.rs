@@ -171,8 +171,11 @@ impl TlsIo {
     ) -> io::Result<usize> {
         if self.tls.is_handshaking() {
             // Kept in the core's buffer, where flow control sees it, until
-            // the handshake is done (`take_writable`).
+            // the handshake is done (`take_writable`). The core now waits
+            // for a writable edge: send what the handshake has (a socket
+            // that takes it all gives none).
             self.owe_writable = true;
+            self.push_out()?;
             return Err(io::ErrorKind::WouldBlock.into());
         }
         if !self.push_out()? {

@@ -278,8 +278,10 @@ impl Transport {
                 st.wbuf.consume(n);
             }
             layer(&conn, &lp, &mut st, tls, plain, side.received, timeout);
-            // Let the layer try the socket (a full one says so).
+            // Let the layer try the socket (a full one says so), and read:
+            // bytes handed back need no new edge.
             st.write_ready = true;
+            st.read_ready = true;
         }
         conn.wake(&lp);
         Ok(())
