@@ -26,6 +26,8 @@ pub struct Load {
     /// Compare every reply with the message (the smoke does; the full run
     /// matches by byte count only, as vmbench does).
     pub verify: bool,
+    /// Speak TLS (the handshake is made before the warm-up; see `tls.rs`).
+    pub tls: bool,
 }
 
 /// What a load run measured.
@@ -83,7 +85,7 @@ pub fn run(load: &Load, at_start: impl FnOnce(), at_end: impl FnOnce()) -> Outco
 }
 
 fn connection(load: &Load, phase: &AtomicU8, ready: &Barrier) -> Result<(u64, Histogram), String> {
-    let conn = connect(load.addr);
+    let conn = connect(load.addr, load.tls);
     ready.wait();
     let mut s = conn.map_err(|e| format!("connect to {}: {e}", load.addr))?;
     let mut msg = vec![b'x'; load.size];
@@ -114,10 +116,13 @@ fn connection(load: &Load, phase: &AtomicU8, ready: &Barrier) -> Result<(u64, Hi
     Ok((n, hist))
 }
 
-fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+fn connect(addr: SocketAddr, tls: bool) -> std::io::Result<Box<dyn crate::tls::Io + Send>> {
     let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(2)))?;
     s.set_write_timeout(Some(Duration::from_secs(2)))?;
-    Ok(s)
+    if tls {
+        return crate::tls::client(s);
+    }
+    Ok(Box::new(s))
 }

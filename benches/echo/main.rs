@@ -11,7 +11,8 @@
 //!   any echo server (for profiling a server under load, say).
 //!
 //! Files: `servers.rs` (the Rust contenders), `client.rs` (the load client),
-//! `run.rs` (processes, schedule, report), `sys.rs` (affinity, /proc, the
+//! `run.rs` (processes, schedule, report), `tls.rs` (the TLS rows, with
+//! `--features tls`), `sys.rs` (affinity, /proc, the
 //! counting allocator), `../common/coro.rs` (coroutines on deferloop),
 //! `scripts/echo_server.py` (the Python peers).
 
@@ -24,6 +25,7 @@ mod client;
 mod run;
 mod servers;
 mod sys;
+mod tls;
 
 #[global_allocator]
 static ALLOC: sys::Counting = sys::Counting;

@@ -64,6 +64,29 @@ const CONTENDERS: [Contender; 7] = [
     },
 ];
 
+/// With `--features tls`: deferloop and tokio over TLS (`tls.rs`).
+const TLS_CALLBACKS: &str = "deferloop callbacks, TLS";
+const TOKIO_TLS: &str = "tokio-rustls current-thread";
+
+#[cfg(feature = "tls")]
+const TLS_CONTENDERS: &[Contender] = &[
+    Contender {
+        label: TLS_CALLBACKS,
+        kind: Kind::Rust("deferloop-tls"),
+    },
+    Contender {
+        label: TOKIO_TLS,
+        kind: Kind::Rust("tokio-tls"),
+    },
+];
+#[cfg(not(feature = "tls"))]
+const TLS_CONTENDERS: &[Contender] = &[];
+
+/// Every contender this build has.
+fn contenders() -> impl Iterator<Item = Contender> {
+    CONTENDERS.into_iter().chain(TLS_CONTENDERS.iter().copied())
+}
+
 const SIZES: [usize; 3] = [1024, 10 * 1024, 100 * 1024];
 const CONNECTIONS: usize = 10;
 
@@ -107,15 +130,21 @@ struct Server {
     addr: SocketAddr,
     counts_allocs: bool,
     python: bool,
+    tls: bool,
 }
 
 impl Server {
     fn start(c: Contender, python: Option<&str>, cpu: Option<usize>) -> Result<Server, String> {
+        let tls = matches!(c.kind, Kind::Rust(name) if name.ends_with("-tls"));
         let mut cmd = match c.kind {
             Kind::Rust(name) => {
                 let exe = std::env::current_exe().map_err(|e| e.to_string())?;
                 let mut cmd = Command::new(exe);
                 cmd.args(["server", name]);
+                if tls {
+                    let (cert, key) = crate::tls::material();
+                    cmd.env("ECHO_TLS_CERT", cert).env("ECHO_TLS_KEY", key);
+                }
                 cmd
             }
             Kind::Python(mode) => {
@@ -162,6 +191,7 @@ impl Server {
             addr,
             counts_allocs: matches!(c.kind, Kind::Rust(_)),
             python: matches!(c.kind, Kind::Python(_)),
+            tls,
         };
         // The first query allocates the stdio buffers it needs: outside any
         // measured interval.
@@ -211,6 +241,7 @@ pub fn load(args: &[String]) {
         warmup: Duration::ZERO,
         measure: Duration::from_secs_f64(arg(2).parse().expect(usage)),
         verify: false,
+        tls: std::env::var_os("ECHO_LOAD_TLS").is_some(),
     };
     let out = client::run(&load, || {}, || {});
     for e in &out.errors {
@@ -321,7 +352,7 @@ pub fn full(args: &[String]) {
     let python = arg_after(args, "--python");
     let py_versions = python_peers(python, arg_after(args, "--no-python"), &mut notes);
     let mut servers: Vec<Server> = Vec::new();
-    for c in CONTENDERS {
+    for c in contenders() {
         if matches!(c.kind, Kind::Python(_)) && py_versions.is_none() {
             continue;
         }
@@ -343,6 +374,7 @@ pub fn full(args: &[String]) {
             warmup: Duration::ZERO,
             measure: Duration::from_secs(1),
             verify: true,
+            tls: s.tls,
         };
         let out = client::run(&warm, || {}, || {});
         if let Some(e) = out.errors.first() {
@@ -459,6 +491,7 @@ fn run_rounds(
                 warmup: plan.warmup,
                 measure,
                 verify: false,
+                tls: s.tls,
             };
             match sample(s, &load) {
                 Ok(mut x) => {
@@ -643,6 +676,21 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
         }
         None => not_measured(&what),
     }
+    if let Some(tls) = find(TLS_CALLBACKS) {
+        let what = format!(
+            "echo {} over TLS: server CPU per request at most 1.10× tokio-rustls's",
+            kib(size)
+        );
+        match paired(tls, TOKIO_TLS, &|s| s.cpu_us) {
+            Some(r) => paired_target(&what, r, Better::Lower, 1.10),
+            None => not_measured(&what),
+        }
+        // rustls's buffered API allocates for each record it seals or opens:
+        // reported, not a target.
+        if let Some(a) = med(TLS_CALLBACKS, &|s| s.allocs.unwrap_or(f64::NAN)) {
+            println!("- TLS: the deferloop server made {a:.2} allocations per echoed request (rustls's per-record buffers).");
+        }
+    }
     let coroutines = find(COROUTINES);
     if let (Some(cpu), Some(rps)) = (
         coroutines.and_then(|i| paired(i, CALLBACKS, &|s| s.cpu_us)),
@@ -703,12 +751,11 @@ pub fn smoke() {
     );
     assert_eq!(common::shown(1.2, 1.10), "1.20");
     svg::selftest();
-    let servers: Vec<Server> = CONTENDERS
-        .iter()
+    let servers: Vec<Server> = contenders()
         .filter(|c| matches!(c.kind, Kind::Rust(_)))
-        .map(|c| Server::start(*c, None, None).unwrap_or_else(|e| panic!("{}: {e}", c.label)))
+        .map(|c| Server::start(c, None, None).unwrap_or_else(|e| panic!("{}: {e}", c.label)))
         .collect();
-    for s in &servers {
+    for s in servers.iter().filter(|s| !s.tls) {
         servers::check_echo(s.addr).unwrap_or_else(|e| panic!("{}: {e}", s.label));
     }
     for size in [1024, 100 * 1024] {
@@ -722,6 +769,7 @@ pub fn smoke() {
                     warmup: Duration::from_millis(20),
                     measure: Duration::from_millis(100),
                     verify: true,
+                    tls: s.tls,
                 };
                 let x = sample(s, &load).unwrap_or_else(|e| panic!("{}: {e}", s.label));
                 assert!(

@@ -10,7 +10,8 @@ use deferloop::EventLoop;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 
-/// Runs server `name` (`deferloop`, `deferloop-coro`, `tokio` or `mio`) on `127.0.0.1:0`; `bound` is called with the address once
+/// Runs server `name` (`deferloop`, `deferloop-coro`, `tokio`, `mio`, or with TLS
+/// `deferloop-tls` and `tokio-tls`, see `tls.rs`) on `127.0.0.1:0`; `bound` is called with the address once
 /// it listens. Returns only on error.
 pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
@@ -33,13 +34,16 @@ pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
         }
         "tokio" => tokio_server(any, bound),
         "mio" => mio_server(any, bound),
+        #[cfg(feature = "tls")]
+        "deferloop-tls" => crate::tls::deferloop(any, bound),
+        "tokio-tls" => crate::tls::tokio(any, bound),
         _ => Err(io::Error::other(format!("no server named {name}"))),
     }
 }
 
 /// How much every server reads per call: deferloop's read buffer size (also
 /// asyncio's and uvloop's), given to the others so all make the same calls.
-const READ_SIZE: usize = 256 * 1024;
+pub const READ_SIZE: usize = 256 * 1024;
 
 /// The coroutine contender's per-connection task: asyncio's streams echo
 /// (`read`, `write`, `drain`), on deferloop's loop and transport.

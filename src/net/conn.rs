@@ -107,6 +107,8 @@ impl State {
             || matches!(self.phase, Phase::Closed(_))
             || (self.phase.is_open() && self.wbuf.flow.has_note())
             || (self.write_ready && !self.wbuf.is_empty() && self.io.is_some())
+            // A layer's own output (TLS records) to flush.
+            || (self.write_ready && self.io.as_ref().is_some_and(|io| io.has_pending()))
     }
 }
 
@@ -410,6 +412,9 @@ impl Conn {
 
     /// Writes what is buffered, if the socket is writable.
     pub(crate) fn flush(&self, lp: &Loop, st: &mut State) {
+        if !self.flush_layer(lp, st) {
+            return;
+        }
         if !st.write_ready
             || st.wbuf.is_empty()
             || !matches!(st.phase, Phase::Open | Phase::Closing(_))
@@ -438,14 +443,55 @@ impl Conn {
         }
     }
 
+    /// A layer's own output (TLS records) goes before what is buffered; a
+    /// layer may also become writable without a socket edge (its handshake
+    /// done). Returns whether the buffer may be flushed now. (Hook: a plain
+    /// socket has neither, see `StreamIo::has_pending`.)
+    fn flush_layer(&self, lp: &Loop, st: &mut State) -> bool {
+        let Some(io) = st.io.as_mut() else {
+            return true;
+        };
+        st.write_ready |= io.take_writable();
+        if !st.write_ready || !io.has_pending() {
+            return true;
+        }
+        match io.flush_pending() {
+            Ok(true) => {
+                if st.wbuf.is_empty() {
+                    self.after_drain(lp, st);
+                }
+                true
+            }
+            Ok(false) => {
+                st.write_ready = false;
+                false
+            }
+            Err(e) => {
+                self.close_now(lp, st, Some(Failure::new(e)));
+                false
+            }
+        }
+    }
+
     /// What to do once the write buffer is empty: a pending close or EOF.
     pub(crate) fn after_drain(&self, lp: &Loop, st: &mut State) {
         if !st.wbuf.is_empty() || matches!(st.phase, Phase::Connecting) {
             return;
         }
-        if let Phase::Closing(reason) = &mut st.phase {
-            let reason = reason.take();
-            return self.close_now(lp, st, reason);
+        if matches!(st.phase, Phase::Closing(_)) {
+            // A layer's last words (TLS: close_notify) go out first.
+            match st.io.as_mut().map_or(Ok(true), |io| io.finish_close()) {
+                Ok(true) => {}
+                Ok(false) => {
+                    st.write_ready = false;
+                    return;
+                }
+                Err(e) => return self.close_now(lp, st, Some(Failure::new(e))),
+            }
+            if let Phase::Closing(reason) = &mut st.phase {
+                let reason = reason.take();
+                return self.close_now(lp, st, reason);
+            }
         }
         if st.eof_requested && !st.eof_written {
             st.eof_written = true;

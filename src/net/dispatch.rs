@@ -36,6 +36,9 @@ impl Conn {
                 let (resolver, to) = self.st.borrow_mut().connect.take().expect("connecting");
                 let garbage = self.discard(lp);
                 drop(garbage);
+                // An accepted stream that failed its handshake (TLS) is
+                // counted by its listener until this runs.
+                self.run_on_lost();
                 if let Some(r) = resolver {
                     r.errback_if_pending(io::Error::new(e.kind(), format!("connect to {to}: {e}")));
                 }
@@ -140,8 +143,9 @@ impl Conn {
                     Ok(n) => {
                         // A short read emptied the socket: the next data brings
                         // a new edge. Unless the peer's FIN was signalled: its
-                        // edge is spent, so read on to the end-of-file.
-                        if n < limit && !st.read_closed {
+                        // edge is spent, so read on to the end-of-file. (Or a
+                        // layer holds more: see `StreamIo::has_more_input`.)
+                        if n < limit && !st.read_closed && !io.has_more_input() {
                             st.read_ready = false;
                         }
                         Step::Data(n, st.read_ready)

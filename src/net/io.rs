@@ -48,6 +48,42 @@ pub(crate) trait StreamIo: 'static {
     fn nodelay(&self) -> io::Result<bool> {
         Err(io::ErrorKind::Unsupported.into())
     }
+
+    // Hooks for a stream layered over another (TLS, `net/tls`): a plain
+    // socket holds no output of its own and has no handshake, so each
+    // default does nothing. The core calls them where noted.
+
+    /// Whether the stream holds input of its own after a short read (a TLS
+    /// layer: the peer's close_notify, or an error, met after some data):
+    /// read again without waiting for the socket's next edge.
+    fn has_more_input(&self) -> bool {
+        false
+    }
+    /// Whether the stream holds output of its own not yet on the socket (a
+    /// TLS layer's records). The core flushes it when the socket is writable.
+    fn has_pending(&self) -> bool {
+        false
+    }
+    /// Writes that output: `Ok(true)` once none is left, `Ok(false)` if the
+    /// socket is full (a writable edge will follow).
+    fn flush_pending(&mut self) -> io::Result<bool> {
+        Ok(true)
+    }
+    /// Whether writes refused with `WouldBlock` for a reason other than a
+    /// full socket (a handshake in progress) may now go on; taken once.
+    fn take_writable(&mut self) -> bool {
+        false
+    }
+    /// A graceful close's last words (TLS: close_notify), before the socket
+    /// closes: `Ok(true)` once written, `Ok(false)` if the socket is full.
+    fn finish_close(&mut self) -> io::Result<bool> {
+        Ok(true)
+    }
+    /// The TLS session, for a TLS stream (its handshake state, ALPN, peer).
+    #[cfg(feature = "tls")]
+    fn tls_session(&self) -> Option<&rustls::CommonState> {
+        None
+    }
 }
 
 /// Writes a prefix of `parts`, as `writev` would, but through `write`.

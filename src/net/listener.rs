@@ -30,6 +30,11 @@ pub const ACCEPT_RETRY_DELAY: Duration = Duration::from_secs(1);
 
 pub(crate) type Factory = Box<dyn FnMut(&SockAddr) -> Box<dyn Protocol>>;
 
+/// Run instead of `Conn::start` for each accepted connection: a TLS
+/// listener layers the stream and handshakes before `connection_made`.
+#[cfg(feature = "tls")]
+pub(crate) type AcceptHook = Box<dyn Fn(&Loop, &Rc<Conn>, &SockAddr)>;
+
 pub(crate) enum ListenSock {
     Tcp(mio::net::TcpListener),
     /// The path is removed when the listener closes (asyncio 3.13's default).
@@ -100,6 +105,8 @@ pub(crate) struct ListenSource {
     factory: RefCell<Option<Factory>>,
     /// The connections it accepted that are still open.
     conns: RefCell<Slab<Weak<Conn>>>,
+    #[cfg(feature = "tls")]
+    accept_hook: RefCell<Option<AcceptHook>>,
 }
 
 /// Registers a bound listening socket.
@@ -130,6 +137,8 @@ pub(crate) fn listen(
             }),
             conns: RefCell::new(Slab::new()),
             factory: RefCell::new(Some(factory)),
+            #[cfg(feature = "tls")]
+            accept_hook: RefCell::new(None),
         });
         made = Some(src.clone());
         Ok(src as Rc<dyn Source>)
@@ -284,6 +293,10 @@ impl ListenSource {
                 if idle.is_some() {
                     conn.set_idle_timeout(lp, idle);
                 }
+                #[cfg(feature = "tls")]
+                if let Some(hook) = self.accept_hook.borrow().as_ref() {
+                    return hook(lp, &conn, peer);
+                }
                 conn.start(lp);
             }
             Err(e) => report(
@@ -340,6 +353,15 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// Sets the hook run for each accepted connection instead of starting it
+    /// (a TLS listener's; see `net/tls`).
+    #[cfg(feature = "tls")]
+    pub(crate) fn set_accept_hook(&self, hook: AcceptHook) {
+        if let Some(src) = self.src.upgrade() {
+            *src.accept_hook.borrow_mut() = Some(hook);
+        }
+    }
+
     /// The address actually bound (port 0 becomes the port the OS chose).
     pub fn local_addr(&self) -> &SockAddr {
         &self.local

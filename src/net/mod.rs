@@ -59,6 +59,8 @@ mod listener;
 pub mod memory;
 mod protocol;
 mod tcp;
+#[cfg(feature = "tls")]
+pub mod tls;
 mod transport;
 mod udp;
 mod udp_transport;

@@ -1,0 +1,384 @@
+//! [`TlsIo`]: a [`StreamIo`] over another `StreamIo`, with a `rustls`
+//! connection in between (Twisted's `TLSMemoryBIOProtocol`, one layer lower).
+//! The core reads plaintext from it and writes plaintext to it; records go
+//! to and come from the inner stream. What it holds itself (records the
+//! socket did not take, close_notify) the core flushes through the
+//! `StreamIo` hooks. Tests: tests/net_tls_*.rs.
+
+use super::TlsError;
+use crate::net::io::StreamIo;
+use crate::net::SockAddr;
+use crate::Handle;
+use std::cell::Cell;
+use std::io::{self, IoSlice, Read, Write};
+use std::os::unix::io::RawFd;
+use std::rc::Rc;
+
+/// Where a connection's handshake deadline timer is kept, so the layer can
+/// cancel it once the handshake is done (or the stream dropped).
+pub(crate) type DeadlineSlot = Rc<Cell<Option<Handle>>>;
+
+/// Keep at most this much capacity in the output buffer once it is empty,
+/// so a quiet connection does not hold on to a burst's memory.
+const KEEP_OUT: usize = 128 * 1024;
+
+pub(crate) struct TlsIo {
+    inner: Box<dyn StreamIo>,
+    tls: rustls::Connection,
+    /// The inner stream's connect is done.
+    inner_up: bool,
+    /// Bytes for the socket, in order: `out[sent..]`. Records are taken from
+    /// rustls into this one buffer, so a burst is one `send`, not one per
+    /// record; before them, plaintext written before `start_tls`.
+    out: Vec<u8>,
+    sent: usize,
+    /// Bytes received before `start_tls` that belong to the handshake: fed
+    /// to rustls before the socket is read.
+    early: Vec<u8>,
+    /// A write was refused during the handshake: say so when it is done.
+    owe_writable: bool,
+    close_sent: bool,
+    /// `write_eof`: shut the inner stream's write side once `out` is sent.
+    shutdown_after_flush: bool,
+    deadline: DeadlineSlot,
+    /// A fatal error met after some plaintext was read: returned next.
+    error: Option<io::Error>,
+    /// The peer's end (close_notify or end-of-file) met after some
+    /// plaintext was read: reported by the next read.
+    end_held: bool,
+}
+
+impl TlsIo {
+    /// Layers `tls` over `inner`. `plain_out` is sent first, unencrypted
+    /// (what was buffered before `start_tls`); `early` is handed to rustls
+    /// before anything read from `inner` (what arrived before it).
+    pub(crate) fn new(
+        inner: Box<dyn StreamIo>,
+        tls: rustls::Connection,
+        inner_up: bool,
+        plain_out: Vec<u8>,
+        early: Vec<u8>,
+        deadline: DeadlineSlot,
+    ) -> TlsIo {
+        TlsIo {
+            inner,
+            tls,
+            inner_up,
+            out: plain_out,
+            sent: 0,
+            early,
+            owe_writable: false,
+            close_sent: false,
+            shutdown_after_flush: false,
+            deadline,
+            error: None,
+            end_held: false,
+        }
+    }
+
+    /// Moves what rustls has to send into `out`, then writes `out` to the
+    /// socket. `Ok(true)`: all of it is out; `Ok(false)`: the socket is full.
+    fn push_out(&mut self) -> io::Result<bool> {
+        if self.tls.wants_write() {
+            if self.sent == self.out.len() {
+                self.out.clear();
+                self.sent = 0;
+            }
+            while self.tls.wants_write() {
+                // Writing to a Vec cannot fail.
+                let _ = self.tls.write_tls(&mut self.out);
+            }
+        }
+        while self.sent < self.out.len() {
+            match self.inner.write(&self.out[self.sent..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.out.clear();
+        self.sent = 0;
+        if self.out.capacity() > KEEP_OUT {
+            self.out.shrink_to(KEEP_OUT);
+        }
+        if std::mem::take(&mut self.shutdown_after_flush) {
+            self.inner.shutdown_write()?;
+        }
+        Ok(true)
+    }
+
+    /// Reads records from the socket (or what arrived before `start_tls`).
+    fn read_tls(&mut self) -> io::Result<usize> {
+        let mut src = Source {
+            early: &mut self.early,
+            inner: &mut *self.inner,
+        };
+        self.tls.read_tls(&mut src)
+    }
+
+    /// Decrypts what was read; answers the peer (handshake messages, key
+    /// updates, an alert on error) as far as the socket takes it.
+    fn process(&mut self) -> io::Result<()> {
+        if let Err(e) = self.tls.process_new_packets() {
+            // Tell the peer why, if the socket takes it.
+            let _ = self.push_out();
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                TlsError::Rustls(e),
+            ));
+        }
+        if !self.tls.is_handshaking() {
+            if let Some(h) = self.deadline.take() {
+                h.cancel();
+            }
+        }
+        if self.tls.wants_write() {
+            self.push_out()?;
+        }
+        Ok(())
+    }
+
+    /// Drives the handshake: `Ok(true)` once done, `Ok(false)` waiting for
+    /// the peer, `Err` if it failed.
+    fn handshake(&mut self) -> io::Result<bool> {
+        loop {
+            self.push_out()?;
+            if !self.tls.is_handshaking() {
+                return Ok(true);
+            }
+            match self.read_tls() {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        TlsError::HandshakeEof,
+                    ))
+                }
+                Ok(_) => self.process()?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Encrypts what `put` gives rustls, as much as the socket takes.
+    fn write_with(
+        &mut self,
+        total: usize,
+        mut put: impl FnMut(&mut rustls::Writer<'_>, usize) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        if self.tls.is_handshaking() {
+            // Kept in the core's buffer, where flow control sees it, until
+            // the handshake is done (`take_writable`). The core now waits
+            // for a writable edge: send what the handshake has (a socket
+            // that takes it all gives none).
+            self.owe_writable = true;
+            self.push_out()?;
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        if !self.push_out()? {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let mut n = 0;
+        while n < total {
+            // rustls takes at most its buffer limit (64 KiB) at a time.
+            let k = put(&mut self.tls.writer(), n)?;
+            if k == 0 {
+                break;
+            }
+            n += k;
+            if !self.push_out()? {
+                break;
+            }
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    }
+}
+
+/// rustls's view of the socket: what arrived before `start_tls` first.
+struct Source<'a> {
+    early: &'a mut Vec<u8>,
+    inner: &'a mut dyn StreamIo,
+}
+
+impl Read for Source<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.early.is_empty() {
+            return self.inner.read(buf);
+        }
+        let n = buf.len().min(self.early.len());
+        buf[..n].copy_from_slice(&self.early[..n]);
+        self.early.drain(..n);
+        if self.early.is_empty() {
+            *self.early = Vec::new();
+        }
+        Ok(n)
+    }
+}
+
+impl StreamIo for TlsIo {
+    /// Returns plaintext. A short read means the socket is drained too (the
+    /// core waits for the next edge then), so records are read until the
+    /// buffer is full or the socket says `WouldBlock`.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.end_held = false;
+        let mut n = 0;
+        loop {
+            match self.tls.reader().read(&mut buf[n..]) {
+                // The peer's close_notify: a clean end-of-file.
+                Ok(0) => {
+                    self.end_held = n > 0;
+                    return Ok(n);
+                }
+                Ok(k) => {
+                    n += k;
+                    if n == buf.len() {
+                        return Ok(n);
+                    }
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    if n > 0 {
+                        self.end_held = true;
+                        return Ok(n);
+                    }
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        TlsError::Truncated,
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+            match self.read_tls() {
+                // Seen by rustls: the reader says whether it was clean.
+                Ok(0) => {}
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return if n > 0 { Ok(n) } else { Err(e) };
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            if let Err(e) = self.process() {
+                if n == 0 {
+                    return Err(e);
+                }
+                self.error = Some(e);
+                return Ok(n);
+            }
+        }
+    }
+
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.write_with(data.len(), |w, n| w.write(&data[n..]))
+    }
+
+    fn write_vectored(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize> {
+        // rustls makes one record of several parts: no copy here.
+        let total = parts.iter().map(|p| p.len()).sum();
+        self.write_with(total, |w, n| {
+            if n == 0 {
+                w.write_vectored(parts)
+            } else {
+                // A part taken in part: go on one part at a time.
+                let mut skip = n;
+                for p in parts {
+                    if skip < p.len() {
+                        return w.write(&p[skip..]);
+                    }
+                    skip -= p.len();
+                }
+                Ok(0)
+            }
+        })
+    }
+
+    /// `write_eof`: close_notify, then the inner stream's write side.
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        if !std::mem::replace(&mut self.close_sent, true) {
+            self.tls.send_close_notify();
+        }
+        self.shutdown_after_flush = true;
+        self.push_out().map(drop)
+    }
+
+    /// The inner connect, then the handshake: "connected" means both.
+    fn connect_result(&mut self) -> io::Result<bool> {
+        if !self.inner_up {
+            if !self.inner.connect_result()? {
+                return Ok(false);
+            }
+            self.inner_up = true;
+        }
+        self.handshake()
+    }
+
+    fn peer_addr(&self) -> io::Result<SockAddr> {
+        self.inner.peer_addr()
+    }
+    fn local_addr(&self) -> io::Result<SockAddr> {
+        self.inner.local_addr()
+    }
+    fn register(&mut self, r: &mio::Registry, token: mio::Token) -> io::Result<()> {
+        self.inner.register(r, token)
+    }
+    fn deregister(&mut self, r: &mio::Registry) {
+        self.inner.deregister(r)
+    }
+    fn fd(&self) -> Option<RawFd> {
+        self.inner.fd()
+    }
+    fn name(&self) -> &'static str {
+        "tls"
+    }
+    fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.inner.set_nodelay(on)
+    }
+    fn nodelay(&self) -> io::Result<bool> {
+        self.inner.nodelay()
+    }
+
+    fn has_more_input(&self) -> bool {
+        self.end_held || self.error.is_some()
+    }
+    fn has_pending(&self) -> bool {
+        self.sent < self.out.len() || self.tls.wants_write()
+    }
+    fn flush_pending(&mut self) -> io::Result<bool> {
+        self.push_out()
+    }
+    fn take_writable(&mut self) -> bool {
+        if self.owe_writable && !self.tls.is_handshaking() {
+            self.owe_writable = false;
+            return true;
+        }
+        false
+    }
+    /// close_notify, written before the socket closes.
+    fn finish_close(&mut self) -> io::Result<bool> {
+        if !std::mem::replace(&mut self.close_sent, true) {
+            self.tls.send_close_notify();
+        }
+        self.push_out()
+    }
+    fn tls_session(&self) -> Option<&rustls::CommonState> {
+        Some(&self.tls)
+    }
+}
+
+impl Drop for TlsIo {
+    fn drop(&mut self) {
+        if let Some(h) = self.deadline.take() {
+            h.cancel();
+        }
+    }
+}

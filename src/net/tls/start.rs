@@ -1,0 +1,325 @@
+//! Putting the TLS layer on a connection: `Loop::listen_tls`,
+//! `Loop::connect_tls`, `Transport::start_tls`; the handshake deadline; what
+//! a transport tells about its session.
+
+use super::config::{ClientConfig, ServerConfig};
+use super::io::{DeadlineSlot, TlsIo};
+use super::TlsError;
+use crate::net::conn::{connect, Conn, State};
+use crate::net::connection::{Connection, ProtocolFactory};
+use crate::net::core::Phase;
+use crate::net::io::{StreamIo, Tcp};
+use crate::net::{Listener, Protocol, SockAddr, Transport};
+use crate::reactor::Ready;
+use crate::{Error, Failure, Handle, Loop};
+use rustls::pki_types::ServerName;
+use std::io;
+use std::net::SocketAddr;
+use std::panic::Location;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Which side of TLS [`Transport::start_tls`] takes, with what.
+#[derive(Debug, Clone)]
+pub struct StartTls {
+    side: Side,
+    received: Vec<u8>,
+}
+
+#[derive(Debug, Clone)]
+enum Side {
+    Client(ClientConfig, String),
+    Server(ServerConfig),
+}
+
+impl StartTls {
+    /// The client side: verifies the server's certificate for `server_name`
+    /// (a host name, sent as SNI, or an IP address).
+    pub fn client(config: &ClientConfig, server_name: &str) -> StartTls {
+        StartTls {
+            side: Side::Client(config.clone(), server_name.to_owned()),
+            received: Vec::new(),
+        }
+    }
+
+    /// The server side.
+    pub fn server(config: &ServerConfig) -> StartTls {
+        StartTls {
+            side: Side::Server(config.clone()),
+            received: Vec::new(),
+        }
+    }
+
+    /// Bytes already received that belong to TLS: a peer that sent its
+    /// handshake right behind its `STARTTLS` line, in the same read, and a
+    /// framer that kept the rest of the buffer. They are read before the
+    /// socket.
+    pub fn with_received(mut self, data: &[u8]) -> StartTls {
+        self.received.extend_from_slice(data);
+        self
+    }
+}
+
+fn client_session(config: &ClientConfig, name: &str) -> Result<rustls::Connection, TlsError> {
+    let name = ServerName::try_from(name.to_owned())
+        .map_err(|e| TlsError::Config(format!("server name {name:?}: {e}")))?;
+    let c = rustls::ClientConnection::new(config.rustls()?, name).map_err(TlsError::Rustls)?;
+    Ok(rustls::Connection::Client(c))
+}
+
+fn server_session(config: &ServerConfig) -> Result<rustls::Connection, TlsError> {
+    let c = rustls::ServerConnection::new(config.rustls()).map_err(TlsError::Rustls)?;
+    Ok(rustls::Connection::Server(c))
+}
+
+fn invalid(e: TlsError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, e)
+}
+
+impl Loop {
+    /// Listens on `addr` for TLS clients, as [`listen_tcp`](Loop::listen_tcp)
+    /// does for plain ones. Each accepted connection handshakes first; its
+    /// protocol hears `connection_made` once the handshake is done (so it
+    /// can ask [`Transport::tls_alpn_protocol`]). A client whose handshake
+    /// fails, or is not done within the config's deadline
+    /// ([`DEFAULT_HANDSHAKE_TIMEOUT`](super::DEFAULT_HANDSHAKE_TIMEOUT)), is
+    /// disconnected and its protocol never called (logged at `debug`).
+    ///
+    /// # Errors
+    /// As for [`listen_tcp`](Loop::listen_tcp).
+    #[track_caller]
+    pub fn listen_tls<P: Protocol, A>(
+        &self,
+        addr: SocketAddr,
+        config: &ServerConfig,
+        factory: impl ProtocolFactory<P, A>,
+    ) -> Result<Listener, Error> {
+        let listener = self.listen_tcp(addr, factory)?;
+        let config = config.clone();
+        listener.set_accept_hook(Box::new(move |lp, conn, peer| {
+            accept(lp, conn, peer, &config);
+        }));
+        Ok(listener)
+    }
+
+    /// Connects to `addr` over TLS, as [`connect_tcp`](Loop::connect_tcp)
+    /// does in the clear, verifying that the server's certificate is valid
+    /// for `server_name` (a host name, also sent as SNI, or an IP address)
+    /// and chains to a root of `config`. The Deferred fires once the
+    /// handshake is done and `connection_made` has run; it fails with the
+    /// connect's or the handshake's error (a bad certificate, a wrong name,
+    /// a protocol error), or a `TimedOut` error if both are not done within
+    /// the config's deadline. Writes made before that are sent encrypted
+    /// once it is done.
+    #[track_caller]
+    pub fn connect_tls<P: Protocol>(
+        &self,
+        addr: SocketAddr,
+        server_name: &str,
+        config: &ClientConfig,
+        protocol: P,
+    ) -> Connection<P> {
+        let slot = DeadlineSlot::default();
+        let io = client_session(config, server_name)
+            .map_err(invalid)
+            .and_then(|tls| {
+                let sock = mio::net::TcpStream::connect(addr)?;
+                let inner = Box::new(Tcp(sock));
+                let tls = TlsIo::new(inner, tls, false, Vec::new(), Vec::new(), slot.clone());
+                Ok(Box::new(tls) as Box<dyn StreamIo>)
+            });
+        let c = connect(self, io, addr.into(), protocol, Location::caller());
+        if let Some(conn) = c.transport().conn.upgrade() {
+            slot.set(arm_deadline(&conn, self, config.handshake_timeout()));
+        }
+        c
+    }
+}
+
+/// An accepted connection of a TLS listener: layered, then "connecting"
+/// until its handshake is done (the core's connect completion calls
+/// `connection_made`).
+fn accept(lp: &Loop, conn: &Rc<Conn>, peer: &SockAddr, config: &ServerConfig) {
+    let tls = match server_session(config) {
+        Ok(tls) => tls,
+        Err(e) => {
+            log::warn!("deferloop: TLS session for {peer}: {e}");
+            let garbage = conn.discard(lp);
+            drop(garbage);
+            return conn.run_on_lost();
+        }
+    };
+    {
+        let mut st = conn.st.borrow_mut();
+        st.phase = Phase::Connecting;
+        st.connect = Some((None, peer.clone()));
+        layer(
+            conn,
+            lp,
+            &mut st,
+            tls,
+            Vec::new(),
+            Vec::new(),
+            config.handshake_timeout(),
+        );
+    }
+    // The socket's first edge may have come already: look now.
+    lp.wake_source(conn.key, Ready::READABLE | Ready::WRITABLE);
+}
+
+/// Puts a TLS layer over the connection's stream and arms the handshake
+/// deadline.
+fn layer(
+    conn: &Rc<Conn>,
+    lp: &Loop,
+    st: &mut State,
+    tls: rustls::Connection,
+    plain_out: Vec<u8>,
+    early: Vec<u8>,
+    timeout: Duration,
+) {
+    let Some(inner) = st.io.take() else { return };
+    let slot = DeadlineSlot::default();
+    // The inner stream is up: accepted, or open.
+    st.io = Some(Box::new(TlsIo::new(
+        inner,
+        tls,
+        true,
+        plain_out,
+        early,
+        slot.clone(),
+    )));
+    slot.set(arm_deadline(conn, lp, timeout));
+}
+
+fn arm_deadline(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) -> Option<Handle> {
+    let weak = Rc::downgrade(conn);
+    lp.call_later(timeout, move |lp| {
+        if let Some(conn) = weak.upgrade() {
+            handshake_timed_out(&conn, lp, timeout);
+        }
+    })
+    .ok()
+}
+
+/// The deadline passed: a connection still handshaking is dropped — a
+/// connect fails, an accepted stream is discarded, an open connection
+/// (`start_tls`) is aborted with the error.
+fn handshake_timed_out(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) {
+    let mut st = conn.st.borrow_mut();
+    let handshaking = st
+        .io
+        .as_ref()
+        .and_then(|io| io.tls_session())
+        .is_some_and(|s| s.is_handshaking());
+    if !handshaking {
+        return;
+    }
+    let e = io::Error::new(io::ErrorKind::TimedOut, TlsError::HandshakeTimeout(timeout));
+    if !matches!(st.phase, Phase::Connecting) {
+        return conn.close_now(lp, &mut st, Some(Failure::new(e)));
+    }
+    let connect = st.connect.take();
+    drop(st);
+    let garbage = conn.discard(lp);
+    drop(garbage);
+    conn.run_on_lost();
+    match connect {
+        Some((Some(r), to)) => {
+            let e = io::Error::new(io::ErrorKind::TimedOut, format!("connect to {to}: {e}"));
+            r.errback_if_pending(e);
+        }
+        Some((None, peer)) => log::debug!("deferloop: TLS client {peer}: {e}"),
+        None => {}
+    }
+}
+
+impl Transport {
+    /// Starts TLS on this open connection (STARTTLS), as `side` says.
+    ///
+    /// What the protocol wrote before the call and is still buffered goes
+    /// out first, in the clear (the "go ahead" reply, say); what it writes
+    /// after is encrypted, held until the handshake is done. Bytes of the
+    /// handshake that were already received (read together with the last
+    /// plaintext) are handed back with [`StartTls::with_received`]. A
+    /// handshake that fails, or is not done within the config's deadline,
+    /// aborts the connection with that error.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if the connection is not open (connecting,
+    /// closing, half-closed) or already uses TLS; [`Error::Gone`] if it no
+    /// longer exists; [`Error::Io`] (`InvalidInput`) for a bad server name.
+    pub fn start_tls(&self, side: StartTls) -> Result<(), Error> {
+        let conn = self.conn.upgrade().ok_or(Error::Gone)?;
+        let lp = conn.lp.upgrade().ok_or(Error::Gone)?;
+        let (tls, timeout) = match &side.side {
+            Side::Client(config, name) => {
+                (client_session(config, name), config.handshake_timeout())
+            }
+            Side::Server(config) => (server_session(config), config.handshake_timeout()),
+        };
+        let tls = tls.map_err(|e| Error::Io(invalid(e)))?;
+        {
+            let mut st = conn.st.borrow_mut();
+            if !matches!(st.phase, Phase::Open) || st.eof_requested {
+                return Err(Error::InvalidInput("start_tls needs an open connection"));
+            }
+            if st.io.as_ref().is_some_and(|io| io.tls_session().is_some()) {
+                return Err(Error::InvalidInput(
+                    "TLS is already started on this connection",
+                ));
+            }
+            // Written before the upgrade: sent before the handshake, in clear.
+            let mut plain = Vec::with_capacity(st.wbuf.len());
+            while !st.wbuf.is_empty() {
+                let p = st.wbuf.pending();
+                plain.extend_from_slice(p);
+                let n = p.len();
+                st.wbuf.consume(n);
+            }
+            layer(&conn, &lp, &mut st, tls, plain, side.received, timeout);
+            // Let the layer try the socket (a full one says so), and read:
+            // bytes handed back need no new edge.
+            st.write_ready = true;
+            st.read_ready = true;
+        }
+        conn.wake(&lp);
+        Ok(())
+    }
+
+    fn tls_query<R>(&self, f: impl FnOnce(&rustls::CommonState) -> R) -> Option<R> {
+        let conn = self.conn.upgrade()?;
+        let st = conn.st.borrow();
+        st.io.as_ref()?.tls_session().map(f)
+    }
+
+    /// Whether this connection uses TLS (it may still be handshaking).
+    pub fn is_tls(&self) -> bool {
+        self.tls_query(|_| ()).is_some()
+    }
+
+    /// Whether the TLS handshake is done (`false` without TLS).
+    pub fn is_tls_handshake_done(&self) -> bool {
+        self.tls_query(|s| !s.is_handshaking()).unwrap_or(false)
+    }
+
+    /// The application protocol agreed by ALPN, if any.
+    pub fn tls_alpn_protocol(&self) -> Option<Vec<u8>> {
+        self.tls_query(|s| s.alpn_protocol().map(<[u8]>::to_vec))
+            .flatten()
+    }
+
+    /// The TLS version agreed (`TLSv1_3`, `TLSv1_2`), once the handshake is done.
+    pub fn tls_protocol_version(&self) -> Option<rustls::ProtocolVersion> {
+        self.tls_query(|s| s.protocol_version()).flatten()
+    }
+
+    /// The peer's certificate chain (DER, its own first), if it sent one.
+    pub fn tls_peer_certificates(&self) -> Option<Vec<Vec<u8>>> {
+        self.tls_query(|s| {
+            s.peer_certificates()
+                .map(|c| c.iter().map(|c| c.to_vec()).collect())
+        })
+        .flatten()
+    }
+}

@@ -1,0 +1,242 @@
+//! `start_tls` on a connection that began in the clear (STARTTLS): what was
+//! buffered before the upgrade goes out first, in the clear; handshake bytes
+//! that arrived with the last plaintext are handed back; writes made during
+//! the handshake wait for it; the handshake has a deadline.
+#![cfg(feature = "tls")]
+
+#[path = "util/tls.rs"]
+mod tls;
+mod util;
+
+use deferloop::net::tls::{rustls, ServerConfig, StartTls, TlsError};
+use deferloop::net::{memory, Protocol, Transport};
+use deferloop::{EventLoop, Failure};
+use std::cell::RefCell;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+use util::net::{Ev, Rec};
+use util::run_until;
+
+const T: Duration = Duration::from_secs(20);
+
+fn local() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// A line server: on `STARTTLS` it answers `GO` (in two writes, so the
+/// second is still buffered) and upgrades, handing back what followed the
+/// line; after that it echoes.
+struct Server {
+    rec: Rec,
+    config: ServerConfig,
+    buf: Vec<u8>,
+    upgraded: bool,
+}
+
+impl Protocol for Server {
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        if self.upgraded {
+            return self.rec.data_received(t, data);
+        }
+        self.buf.extend_from_slice(data);
+        let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") else {
+            return;
+        };
+        assert_eq!(&self.buf[..end], b"STARTTLS");
+        t.write(b"GO");
+        t.write(b"\r\n"); // the same turn: still buffered at the upgrade
+        let rest = self.buf.split_off(end + 2);
+        t.start_tls(StartTls::server(&self.config).with_received(&rest))
+            .unwrap();
+        self.upgraded = true;
+        assert!(t.is_tls() && !t.is_tls_handshake_done());
+    }
+    fn eof_received(&mut self, t: &Transport) -> bool {
+        self.rec.eof_received(t)
+    }
+    fn connection_lost(&mut self, t: &Transport, reason: Option<Failure>) {
+        self.rec.connection_lost(t, reason)
+    }
+}
+
+fn server(config: ServerConfig) -> (Server, util::net::Shared) {
+    let (mut rec, seen) = Rec::new();
+    rec.echo = true;
+    let s = Server {
+        rec,
+        config,
+        buf: Vec::new(),
+        upgraded: false,
+    };
+    (s, seen)
+}
+
+/// Asks for STARTTLS, upgrades on `GO`, sends a secret, closes on its echo.
+struct Client {
+    config: deferloop::net::tls::ClientConfig,
+    clear: Vec<u8>,
+    rec: Rec,
+}
+
+impl Protocol for Client {
+    fn connection_made(&mut self, t: &Transport) {
+        t.write(b"STARTTLS\r\n");
+    }
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        if !t.is_tls() {
+            self.clear.extend_from_slice(data);
+            if self.clear.ends_with(b"GO\r\n") {
+                t.start_tls(StartTls::client(&self.config, "localhost"))
+                    .unwrap();
+                t.write(b"secret"); // held until the handshake is done
+            }
+            return;
+        }
+        self.rec.data_received(t, data);
+        if self.rec.seen.borrow().bytes == b"secret" {
+            t.close();
+        }
+    }
+    fn connection_lost(&mut self, t: &Transport, reason: Option<Failure>) {
+        self.rec.connection_lost(t, reason)
+    }
+}
+
+#[test]
+fn start_tls_mid_stream_sends_what_was_buffered_in_the_clear_first() {
+    let pki = tls::localhost();
+    let ev = EventLoop::new().unwrap();
+    let seen_server = Rc::new(RefCell::new(None));
+    let s2 = seen_server.clone();
+    let config = tls::server(&pki);
+    let l = ev
+        .listen_tcp(local(), move || {
+            let (s, seen) = server(config.clone());
+            *s2.borrow_mut() = Some(seen);
+            s
+        })
+        .unwrap();
+    let (rec, seen_client) = Rec::new();
+    let client = Client {
+        config: tls::client(&pki),
+        clear: Vec::new(),
+        rec,
+    };
+    let c = ev.connect_tcp(l.local_addr().as_inet().unwrap(), client);
+    let t = c.transport().clone();
+    run_until(&ev, T, || {
+        matches!(seen_client.borrow().events.last(), Some(Ev::Lost(_)))
+            && seen_server
+                .borrow()
+                .as_ref()
+                .is_some_and(|s| matches!(s.borrow().events.last(), Some(Ev::Lost(_))))
+    });
+    assert_eq!(seen_client.borrow().bytes, b"secret");
+    assert_eq!(seen_client.borrow().events.last(), Some(&Ev::Lost(None)));
+    let server_seen = seen_server.borrow().clone().unwrap();
+    assert_eq!(server_seen.borrow().bytes, b"secret");
+    assert!(server_seen.borrow().events.contains(&Ev::Eof));
+    assert_eq!(server_seen.borrow().events.last(), Some(&Ev::Lost(None)));
+    assert!(!t.is_tls()); // gone
+}
+
+/// Runs the loop until nothing is left to do this turn.
+fn turn(ev: &EventLoop) {
+    ev.call_soon(|_| {}).unwrap();
+    ev.run_once().unwrap();
+}
+
+#[test]
+fn handshake_bytes_that_came_with_the_starttls_line_are_handed_back() {
+    let pki = tls::localhost();
+    let ev = EventLoop::new().unwrap();
+    let (s, seen) = server(tls::server(&pki));
+    let (_t, peer) = memory::open(&ev, s).unwrap();
+    // A client that pipelines: its ClientHello right behind the line.
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::pem::PemObject::pem_slice_iter(pki.ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = "localhost".try_into().unwrap();
+    let mut client = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut first = b"STARTTLS\r\n".to_vec();
+    client.write_tls(&mut first).unwrap();
+    peer.send(&first);
+    let mut clear = Vec::new();
+    let mut echoed = Vec::new();
+    let mut sent = false;
+    for _ in 0..100 {
+        turn(&ev);
+        let mut out = peer.take_written();
+        if clear.len() < 4 {
+            let k = (4 - clear.len()).min(out.len());
+            clear.extend(out.drain(..k));
+        }
+        let mut from = &out[..];
+        while !from.is_empty() {
+            client.read_tls(&mut from).unwrap();
+            client.process_new_packets().unwrap();
+        }
+        if !client.is_handshaking() && !sent {
+            client.writer().write_all(b"secret").unwrap();
+            sent = true;
+        }
+        let mut to = Vec::new();
+        while client.wants_write() {
+            client.write_tls(&mut to).unwrap();
+        }
+        if !to.is_empty() {
+            peer.send(&to);
+        }
+        let mut buf = [0; 64];
+        if let Ok(n) = client.reader().read(&mut buf) {
+            echoed.extend_from_slice(&buf[..n]);
+        }
+        if echoed == b"secret" {
+            break;
+        }
+    }
+    assert_eq!(clear, b"GO\r\n");
+    assert_eq!(echoed, b"secret");
+    assert_eq!(seen.borrow().bytes, b"secret");
+}
+
+#[test]
+fn start_tls_twice_or_on_a_closing_connection_is_refused() {
+    let pki = tls::localhost();
+    let ev = EventLoop::new().unwrap();
+    let (t, _peer) = memory::open(&ev, Rec::new().0).unwrap();
+    t.start_tls(StartTls::server(&tls::server(&pki))).unwrap();
+    assert!(t.start_tls(StartTls::server(&tls::server(&pki))).is_err());
+    let (t2, _peer2) = memory::open(&ev, Rec::new().0).unwrap();
+    t2.close();
+    assert!(t2.start_tls(StartTls::server(&tls::server(&pki))).is_err());
+}
+
+#[test]
+fn a_start_tls_handshake_that_never_finishes_aborts_at_the_deadline() {
+    let pki = tls::localhost();
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    let config = tls::server(&pki).with_handshake_timeout(Duration::from_millis(100));
+    t.start_tls(StartTls::server(&config)).unwrap();
+    run_until(&ev, T, || {
+        matches!(seen.borrow().events.last(), Some(Ev::Lost(_)))
+    });
+    let f = seen.borrow().reason.clone().expect("a reason");
+    assert!(
+        matches!(TlsError::of(&f), Some(TlsError::HandshakeTimeout(_))),
+        "{f}"
+    );
+    assert!(peer.is_closed());
+}

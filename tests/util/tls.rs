@@ -1,0 +1,52 @@
+//! Certificates made at test time (rcgen): a CA, and a server certificate
+//! it signed, for the names given, valid now or expired.
+#![allow(dead_code)]
+
+use deferloop::net::tls::{ClientConfig, ServerConfig};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+
+pub struct Pki {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// A CA and a leaf for `names` (DNS names or IP addresses).
+pub fn pki(names: &[&str], expired: bool) -> Pki {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "deferloop test CA");
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let mut leaf = CertificateParams::new(names).unwrap();
+    leaf.distinguished_name
+        .push(DnType::CommonName, "deferloop test server");
+    if expired {
+        leaf.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        leaf.not_after = rcgen::date_time_ymd(2001, 1, 1);
+    }
+    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
+    Pki {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    }
+}
+
+/// The usual one: `localhost`, 127.0.0.1 and ::1, valid now.
+pub fn localhost() -> Pki {
+    pki(&["localhost", "127.0.0.1", "::1"], false)
+}
+
+pub fn server(p: &Pki) -> ServerConfig {
+    ServerConfig::from_pem(p.cert_pem.as_bytes(), p.key_pem.as_bytes()).unwrap()
+}
+
+pub fn client(p: &Pki) -> ClientConfig {
+    ClientConfig::new()
+        .add_root_pem(p.ca_pem.as_bytes())
+        .unwrap()
+}
