@@ -270,8 +270,8 @@ pub(super) type Shared = RefCell<State>;
 /// - The stream manages its transport's reading: do not call
 ///   `pause_reading`/`resume_reading` on it yourself.
 /// - After the peer's end of file the connection stays half-open while any
-///   clone of the stream is held (you may still write; `close` when done); a
-///   stream nobody holds closes.
+///   clone of the stream is held or a producer writes into it (you may still
+///   write; `close` when done); a stream nobody holds closes.
 ///
 /// # Examples
 /// A line-based request and reply, on an in-memory connection:
@@ -743,8 +743,9 @@ impl Protocol for StreamProtocol {
             tap.source_ended();
         }
         pump(&self.shared, t);
-        // Half-open while someone holds the stream; else nobody will write.
-        Rc::strong_count(&self.shared) > 1
+        // Half-open while someone may still write: a holder of the stream,
+        // or a producer (the other direction of a relay).
+        Rc::strong_count(&self.shared) > 1 || self.shared.borrow().producer.is_some()
     }
 
     fn connection_lost(&mut self, _: &Transport, reason: Option<Failure>) {
