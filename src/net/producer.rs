@@ -198,3 +198,153 @@ impl<F: FnMut() -> Option<Vec<u8>> + 'static> Producer for Generate<F> {
         }
     }
 }
+
+/// How much [`Stream::send_file`] reads per call on the thread pool.
+const FILE_CHUNK: usize = 64 * 1024;
+
+struct FileSend {
+    file: Option<std::fs::File>,
+    to: Transport,
+    shared: std::rc::Weak<Shared>,
+    done: Option<Resolver<u64>>,
+    bytes: u64,
+    paused: bool,
+    reading: bool,
+}
+
+type FileRef = std::rc::Rc<std::cell::RefCell<FileSend>>;
+
+/// The producer registered for a file: the state is shared with the reads
+/// in flight on the pool.
+struct FileProducer(FileRef);
+
+impl Producer for FileProducer {
+    fn pause_producing(&mut self) {
+        self.0.borrow_mut().paused = true;
+    }
+
+    fn resume_producing(&mut self) {
+        self.0.borrow_mut().paused = false;
+        read_next(&self.0);
+    }
+
+    fn stop_producing(&mut self, reason: Option<Failure>) {
+        let done = {
+            let mut f = self.0.borrow_mut();
+            f.file = None;
+            f.done.take()
+        };
+        if let Some(done) = done {
+            let _ = done.errback(reason.unwrap_or_else(|| {
+                Failure::new(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the connection closed before the file was sent",
+                ))
+            }));
+        }
+    }
+}
+
+/// Reads the next chunk on the pool unless paused, reading, or done.
+fn read_next(state: &FileRef) {
+    let (mut file, lp) = {
+        let mut f = state.borrow_mut();
+        if f.paused || f.reading || f.done.as_ref().is_none_or(Resolver::is_called) {
+            return;
+        }
+        let Some(lp) = f.to.event_loop() else { return };
+        let Some(file) = f.file.take() else { return };
+        f.reading = true;
+        (file, lp)
+    };
+    let state = state.clone();
+    let _ = lp
+        .defer_to_thread(move || {
+            let mut buf = vec![0; FILE_CHUNK];
+            let n = io::Read::read(&mut file, &mut buf);
+            (file, buf, n)
+        })
+        .add_both(move |r: Result<_, Failure>| {
+            let outcome = {
+                let mut f = state.borrow_mut();
+                f.reading = false;
+                if f.done.as_ref().is_none_or(Resolver::is_called) {
+                    return Ok(()); // stopped or cancelled meanwhile
+                }
+                match r.and_then(|(file, buf, n)| Ok((file, buf, n?))) {
+                    Ok((_, _, 0)) => Some(Ok(f.bytes)),
+                    Ok((file, buf, n)) => {
+                        f.to.write(&buf[..n]);
+                        f.bytes += n as u64;
+                        f.paused |= f.to.is_writing_paused();
+                        f.file = Some(file);
+                        None
+                    }
+                    Err(e) => Some(Err(e)),
+                }
+            };
+            match outcome {
+                None => read_next(&state),
+                Some(end) => {
+                    let (done, shared) = {
+                        let mut f = state.borrow_mut();
+                        (f.done.take(), f.shared.upgrade())
+                    };
+                    if let Some(shared) = shared {
+                        shared.borrow_mut().producer_gen += 1;
+                        shared.borrow_mut().producer = None;
+                    }
+                    if let Some(done) = done {
+                        let _ = done.resolve(end);
+                    }
+                }
+            }
+            Ok::<(), Failure>(())
+        });
+}
+
+impl Stream {
+    /// Sends `file` from its current position to its end, reading it in
+    /// 64 KiB chunks on the loop's thread pool (Twisted's `FileSender`): the
+    /// next chunk is read only while the write buffer is below its high-water
+    /// mark. Fires with the number of bytes sent, or fails with a read error,
+    /// or if the connection goes first (with its reason, or a `BrokenPipe`
+    /// `io::Error`). Cancelling it stops sending. The connection stays open.
+    ///
+    /// # Examples
+    /// ```
+    /// use deferloop::net::Stream;
+    /// use deferloop::EventLoop;
+    ///
+    /// let path = std::env::temp_dir().join(format!("deferloop-doc-{}", std::process::id()));
+    /// std::fs::write(&path, b"from a file\n")?;
+    /// let file = std::fs::File::open(&path)?;
+    /// let ev = EventLoop::new()?;
+    /// let (stream, peer) = Stream::open_memory(&ev)?;
+    /// assert_eq!(ev.run_until(stream.send_file(file)).unwrap(), 12);
+    /// assert_eq!(peer.take_written(), b"from a file\n");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn send_file(&self, file: std::fs::File) -> Deferred<u64> {
+        let weak = std::rc::Rc::downgrade(&self.shared);
+        let (d, done) = Deferred::with_canceller(move |_| {
+            if let Some(shared) = weak.upgrade() {
+                let mut st = shared.borrow_mut();
+                st.producer_gen += 1;
+                st.producer = None;
+            }
+        });
+        let state = std::rc::Rc::new(std::cell::RefCell::new(FileSend {
+            file: Some(file),
+            to: self.transport.clone(),
+            shared: std::rc::Rc::downgrade(&self.shared),
+            done: Some(done),
+            bytes: 0,
+            paused: false,
+            reading: false,
+        }));
+        self.register_producer(FileProducer(state.clone()));
+        read_next(&state);
+        d
+    }
+}
