@@ -38,7 +38,7 @@ fn a_file_is_sent_whole_and_read_only_while_the_peer_takes_it() {
     }
     // Stopped one chunk past the high-water mark.
     let held = s.write_buffer_size();
-    assert!(held >= 128 << 10 && held <= (128 + 64) << 10, "{held}");
+    assert!((128 << 10..=(128 + 64) << 10).contains(&held), "{held}");
     peer.set_room(None);
     assert_eq!(ev.run_until(d).unwrap(), data.len() as u64);
     turn_until(&ev, || s.write_buffer_size() == 0);

@@ -115,6 +115,7 @@ impl Stream {
     ///     (left >= 0).then(|| b"tick\n".to_vec())
     /// });
     /// assert_eq!(ev.run_until(sent).unwrap(), 15);
+    /// ev.run_once()?; // writes of one turn are flushed together
     /// assert_eq!(peer.take_written(), b"tick\ntick\ntick\n");
     /// # Ok::<(), deferloop::Error>(())
     /// ```

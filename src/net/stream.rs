@@ -79,6 +79,9 @@ struct Request {
     done: Resolver<Vec<u8>>,
 }
 
+/// A request to fire, and what with.
+type Answer = (Resolver<Vec<u8>>, Result<Vec<u8>, Failure>);
+
 /// The state behind every clone of one [`Stream`].
 pub(super) struct State {
     buf: Vec<u8>,
@@ -182,7 +185,7 @@ impl State {
     }
 
     /// The head request and its result, if it can complete now.
-    fn next_ready(&mut self) -> Option<(Resolver<Vec<u8>>, Result<Vec<u8>, Failure>)> {
+    fn next_ready(&mut self) -> Option<Answer> {
         let ended = self.eof || self.lost.is_some();
         let head = self.pending.front()?;
         let avail = self.available();
@@ -661,8 +664,7 @@ fn lost(shared: &Rc<Shared>, reason: Option<Failure>) {
 /// });
 /// let (_t, peer) = memory::open(&ev, proto)?;
 /// peer.send(b"ada\n");
-/// ev.run_once()?;
-/// ev.run_once()?;
+/// ev.run_once()?; // the line arrives, the reply is written
 /// assert_eq!(peer.take_written(), b"hello, ada\n");
 /// # Ok::<(), deferloop::Error>(())
 /// ```
