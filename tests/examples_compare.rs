@@ -25,13 +25,29 @@ mod proxy_deferloop;
 #[allow(dead_code)]
 mod proxy_tokio;
 
+#[path = "../examples/compare/http_client_deferloop.rs"]
+#[allow(dead_code)]
+mod http_client_deferloop;
+#[path = "../examples/compare/http_client_tokio.rs"]
+#[allow(dead_code)]
+mod http_client_tokio;
+#[path = "../examples/compare/pubsub_deferloop.rs"]
+#[allow(dead_code)]
+mod pubsub_deferloop;
+#[path = "../examples/compare/pubsub_tokio.rs"]
+#[allow(dead_code)]
+mod pubsub_tokio;
+
 #[path = "../examples/compare/backends.rs"]
 #[allow(dead_code)]
 mod backends;
+#[path = "../examples/compare/http_backend.rs"]
+#[allow(dead_code)]
+mod http_backend;
 
 use deferloop::deferred::TimedOut;
 use deferloop::EventLoop;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -133,4 +149,116 @@ fn both_fan_out_twins_agree_and_the_callbacks_close_their_losers() {
         .block_on(fan_out_tokio::fan_out(&second, t2))
         .unwrap_err();
     assert!(e.starts_with("timed out"), "{e}");
+}
+
+/// Checks what one HTTP-client twin fetched from a fresh fake server.
+fn check_http_client(
+    fetch: impl FnOnce(SocketAddr, Vec<String>, usize) -> Vec<Result<String, String>>,
+) {
+    let expect = http_backend::paths();
+    let paths: Vec<String> = expect.iter().map(|(p, _)| p.clone()).collect();
+    let (addr, stats) = http_backend::spawn();
+    let got: Vec<Option<String>> = fetch(addr, paths, 3).into_iter().map(Result::ok).collect();
+    let want: Vec<Option<String>> = expect.into_iter().map(|(_, b)| b).collect();
+    assert_eq!(got, want);
+    let seen = |n: &std::sync::atomic::AtomicUsize| n.load(std::sync::atomic::Ordering::SeqCst);
+    // 12 good, flaky 3 times, slow twice, gone and missing 3 times each.
+    assert_eq!(seen(&stats.requests), 23);
+    assert!(seen(&stats.max_in_flight) <= 3, "{stats:?}");
+    // Kept alive: 3 connections, plus one after each of the 9 failures.
+    assert!(seen(&stats.connections) <= 12, "{stats:?}");
+}
+
+#[test]
+fn both_http_client_twins_fetch_the_same_over_kept_alive_connections() {
+    check_http_client(|addr, paths, n| {
+        let ev = EventLoop::new().unwrap();
+        let d = http_client_deferloop::fetch_all(&ev, addr, paths, n);
+        let got = ev.run_until(d).unwrap();
+        // Every connection is closed once the work is done.
+        util::run_until(&ev, Duration::from_secs(1), || ev.io_source_count() == 0);
+        got
+    });
+    check_http_client(|addr, paths, n| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(http_client_tokio::fetch_all(addr, paths, n))
+    });
+}
+
+/// A line client of the pub/sub twins.
+struct Client(BufReader<TcpStream>);
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Client {
+        Client(BufReader::new(TcpStream::connect(addr).unwrap()))
+    }
+    fn send(&mut self, line: &str) {
+        self.0.get_mut().write_all(line.as_bytes()).unwrap();
+    }
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.0.read_line(&mut l).unwrap();
+        l
+    }
+    fn subscribe(addr: SocketAddr) -> Client {
+        let mut c = Client::connect(addr);
+        c.send("SUB news\n");
+        assert_eq!(c.line(), "OK\n");
+        c
+    }
+}
+
+/// A fast subscriber gets every message; one that never reads is dropped
+/// once it is past the limit, and the server goes on.
+fn check_pubsub(addr: SocketAddr) {
+    let mut fast = Client::subscribe(addr);
+    let mut slow = Client::subscribe(addr);
+    let mut publisher = Client::connect(addr);
+    let body = "x".repeat(1000);
+    let batch = format!("PUB news {body}\n").repeat(100);
+    let (mut got, batches) = (0, 200); // 20 MB: past any kernel buffers
+    for b in 0..batches {
+        publisher.send(&batch);
+        publisher.send(&format!("PUB news sync{b}\n"));
+        loop {
+            let l = fast.line();
+            if l == format!("news sync{b}\n") {
+                break;
+            }
+            assert_eq!(l.len(), 1006, "{l:?}");
+            got += 1;
+        }
+    }
+    assert_eq!(got, 100 * batches);
+    // The slow one was dropped: its stream ends (after what was buffered).
+    slow.0
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut rest = Vec::new();
+    match slow.0.read_to_end(&mut rest) {
+        Ok(_) => {}
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+    }
+    assert!(
+        rest.len() < 100 * batches * 1006,
+        "the slow one got {}",
+        rest.len()
+    );
+    // The server goes on: a new subscriber gets the next message too.
+    let mut late = Client::subscribe(addr);
+    publisher.send("PUB news last\n");
+    assert_eq!(late.line(), "news last\n");
+    assert_eq!(fast.line(), "news last\n");
+}
+
+#[test]
+fn both_pubsub_twins_deliver_to_the_fast_and_drop_the_slow() {
+    let d = deferloop_server(|ev| pubsub_deferloop::start(ev, any()).unwrap());
+    check_pubsub(d);
+    let t = tokio_server(pubsub_tokio::serve);
+    check_pubsub(t);
 }

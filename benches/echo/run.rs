@@ -30,10 +30,11 @@ struct Contender {
 
 const CALLBACKS: &str = "deferloop callbacks";
 const COROUTINES: &str = "deferloop coroutines";
+const READS: &str = "deferloop Deferred reads";
 const TOKIO: &str = "tokio current-thread";
 const MIO: &str = "mio by hand";
 
-const CONTENDERS: [Contender; 7] = [
+const CONTENDERS: [Contender; 8] = [
     Contender {
         label: CALLBACKS,
         kind: Kind::Rust("deferloop"),
@@ -41,6 +42,10 @@ const CONTENDERS: [Contender; 7] = [
     Contender {
         label: COROUTINES,
         kind: Kind::Rust("deferloop-coro"),
+    },
+    Contender {
+        label: READS,
+        kind: Kind::Rust("deferloop-reads"),
     },
     Contender {
         label: TOKIO,

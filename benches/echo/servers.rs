@@ -10,8 +10,8 @@ use deferloop::EventLoop;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 
-/// Runs server `name` (`deferloop`, `deferloop-coro`, `tokio`, `mio`, or with TLS
-/// `deferloop-tls` and `tokio-tls`, see `tls.rs`) on `127.0.0.1:0`; `bound` is called with the address once
+/// Runs server `name` (`deferloop`, `deferloop-coro`, `deferloop-reads`, `tokio`, `mio`, or
+/// with TLS `deferloop-tls` and `tokio-tls`, see `tls.rs`) on `127.0.0.1:0`; `bound` is called with the address once
 /// it listens. Returns only on error.
 pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
@@ -28,6 +28,15 @@ pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
             let ev = EventLoop::new()?;
             let l = ev
                 .listen_tcp(any, || StreamProtocol::new(echo_task))
+                .map_err(io::Error::other)?;
+            bound(l.local_addr().as_inet().unwrap());
+            ev.run().map_err(io::Error::other)
+        }
+        "deferloop-reads" => {
+            // The building blocks' cost: a `Stream` per connection, each
+            // chunk a `read_some()` Deferred, re-armed from its callback.
+            let ev = EventLoop::new()?;
+            let l = deferloop::net::Stream::listen_tcp(&ev, any, echo_reads)
                 .map_err(io::Error::other)?;
             bound(l.local_addr().as_inet().unwrap());
             ev.run().map_err(io::Error::other)
@@ -54,6 +63,25 @@ async fn echo_task(s: Stream) {
         s.drain().await;
     }
     s.close();
+}
+
+/// The Deferred-reads contender's connection: `read_some()`, write what
+/// came, ask again; close at the end of file. Backpressure is the default
+/// one: the connection is not read while its write buffer is above the
+/// high-water mark.
+fn echo_reads(s: deferloop::net::Stream) {
+    let _ = s
+        .read_some()
+        .add_both(move |r: Result<Vec<u8>, deferloop::Failure>| {
+            match r {
+                Ok(data) if !data.is_empty() => {
+                    s.write(&data);
+                    echo_reads(s);
+                }
+                _ => s.close(),
+            }
+            Ok::<(), deferloop::Failure>(())
+        });
 }
 
 /// Idiomatic tokio: a current-thread runtime, one spawned task per

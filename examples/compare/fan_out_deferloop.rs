@@ -4,60 +4,23 @@
 //! Run: `cargo run --example compare_fan_out_deferloop`
 
 use deferloop::deferred::Cancelled;
-use deferloop::net::{Protocol, Transport};
-use deferloop::{race, Deferred, EventLoop, Failure, Loop, Resolver};
+use deferloop::net::Stream;
+use deferloop::{race, Deferred, EventLoop, Failure, Loop};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 #[path = "backends.rs"]
 mod backends;
 
-/// Sends the question, fires `answer` with the first line that comes back.
-struct AskOnce {
-    answer: Resolver<String>,
-    line: Vec<u8>,
-}
-
-impl Protocol for AskOnce {
-    fn connection_made(&mut self, t: &Transport) {
-        t.write(b"what colour?\n");
-    }
-
-    fn data_received(&mut self, t: &Transport, data: &[u8]) {
-        self.line.extend_from_slice(data);
-        if let Some(end) = self.line.iter().position(|&b| b == b'\n') {
-            let line = String::from_utf8_lossy(&self.line[..end]).into();
-            self.answer.callback_if_pending(line);
-            t.close();
-        }
-    }
-
-    fn connection_lost(&mut self, _: &Transport, reason: Option<Failure>) {
-        // Without an answer this is a failure; after one (or a cancel) the
-        // Deferred has fired already, and this does nothing.
-        let why = reason.unwrap_or_else(|| Failure::msg("closed without an answer"));
-        self.answer.errback_if_pending(why);
-    }
-}
-
-/// One backend's answer. Cancelling it closes the connection.
+/// One backend's answer: the first line it sends back. However it ends
+/// (answer, failure, cancel), the connection goes.
 fn ask(lp: &Loop, addr: SocketAddr) -> Deferred<String> {
-    let (answer, r) = Deferred::new();
-    let conn = lp.connect_tcp(
-        addr,
-        AskOnce {
-            answer: r,
-            line: Vec::new(),
-        },
-    );
-    let t = conn.transport().clone();
-    // However it ends (answer, failure, cancel), the connection goes.
-    conn.connected()
-        .add_callback(move |_| answer)
-        .add_both(move |r: Result<String, Failure>| {
-            t.abort();
-            r
-        })
+    let s = Stream::connect(lp, addr);
+    s.write(b"what colour?\n");
+    s.read_line().add_both(move |r: Result<String, Failure>| {
+        s.abort();
+        r
+    })
 }
 
 /// The first answer as `(backend index, answer)`; every failure is printed as

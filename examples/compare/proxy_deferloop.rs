@@ -3,77 +3,23 @@
 //!
 //! Run: `cargo run --example compare_proxy_deferloop -- 127.0.0.1:7002 127.0.0.1:7000`
 
-use deferloop::net::{Listener, Protocol, Transport};
+use deferloop::net::{relay, Listener, Stream};
 use deferloop::{EventLoop, Failure};
 use std::net::SocketAddr;
 
-/// One side of a relay; both sides run this. The client side knows the
-/// target and connects when the client arrives.
-struct Relay {
-    target: Option<SocketAddr>,
-    other: Option<Transport>,
-}
-
-impl Relay {
-    fn other(&self, f: impl FnOnce(&Transport)) {
-        if let Some(t) = &self.other {
-            f(t);
-        }
-    }
-}
-
-impl Protocol for Relay {
-    fn connection_made(&mut self, t: &Transport) {
-        t.set_read_while_write_paused(true); // we pause the other side instead
-        let (Some(target), Some(lp)) = (self.target, t.event_loop()) else {
-            return;
-        };
-        let conn = lp.connect_tcp(
-            target,
-            Relay {
-                target: None,
-                other: Some(t.clone()),
-            },
-        );
-        self.other = Some(conn.transport().clone()); // writable before it is up
-        let client = t.clone();
-        let _ = conn
-            .connected()
-            .add_both(move |r: Result<Transport, Failure>| {
-                if let Err(f) = r {
-                    client.abort_with(f);
-                }
-                Ok(())
-            });
-    }
-    fn data_received(&mut self, _: &Transport, data: &[u8]) {
-        self.other(|o| o.write(data));
-    }
-    // Our peer does not keep up: stop reading the other side until it does.
-    fn pause_writing(&mut self, _: &Transport) {
-        self.other(|o| o.pause_reading());
-    }
-    fn resume_writing(&mut self, _: &Transport) {
-        self.other(|o| o.resume_reading());
-    }
-    // Half-close: pass the peer's EOF on, keep the other direction open.
-    fn eof_received(&mut self, _: &Transport) -> bool {
-        self.other(|o| o.write_eof());
-        true
-    }
-    fn connection_lost(&mut self, _: &Transport, _: Option<Failure>) {
-        self.other(|o| o.close());
-    }
-}
-
+/// Relays each client to `target` until both directions are done. `relay`
+/// reads one side only while the other takes what it is sent (backpressure),
+/// passes each side's EOF on as a half-close, and closes both at the end.
 pub fn start(
     ev: &EventLoop,
     addr: SocketAddr,
     target: SocketAddr,
 ) -> Result<Listener, deferloop::Error> {
-    ev.listen_tcp(addr, move || Relay {
-        target: Some(target),
-        other: None,
+    let lp = ev.handle();
+    Stream::listen_tcp(ev, addr, move |client| {
+        let upstream = Stream::connect(&lp, target);
+        // A reset or a refused connect ends the relay; nothing to report.
+        let _ = relay(&client, &upstream).add_both(|_| Ok::<_, Failure>(()));
     })
 }
 

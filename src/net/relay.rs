@@ -1,0 +1,228 @@
+//! Pipes and relays: one [`Stream`]'s bytes written into another, with flow
+//! control both ways and half-closes passed on. Owns [`pipe`], [`relay`] and
+//! the producer that pauses the source. Tests: tests/net_relay_*.rs.
+
+use super::producer::Producer;
+use super::stream::{update_reading, Shared, Stream};
+use super::Transport;
+use crate::{Deferred, Failure, Resolver};
+use std::cell::RefCell;
+use std::io;
+use std::rc::{Rc, Weak};
+
+/// Where a piped stream's bytes go: kept in the source's state.
+pub(super) struct Tap {
+    to: Transport,
+    to_shared: Weak<Shared>,
+    bytes: u64,
+    done: Resolver<u64>,
+}
+
+impl Tap {
+    pub(super) fn pass(&mut self, data: &[u8]) {
+        self.bytes += data.len() as u64;
+        self.to.write(data);
+    }
+
+    fn detach(&self) {
+        if let Some(to) = self.to_shared.upgrade() {
+            let mut st = to.borrow_mut();
+            st.producer_gen += 1;
+            st.producer = None;
+        }
+    }
+
+    /// The source sent its end of file: pass it on.
+    pub(super) fn source_ended(self) {
+        self.detach();
+        self.to.write_eof();
+        let _ = self.done.callback(self.bytes);
+    }
+
+    /// The source is gone before its end of file.
+    pub(super) fn source_lost(self, reason: Option<Failure>) {
+        self.detach();
+        let _ = self.done.errback(reason.unwrap_or_else(|| {
+            Failure::new(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the source closed before its end of file",
+            ))
+        }));
+    }
+}
+
+/// The producer a pipe registers with its destination: pauses and resumes
+/// the source's reading; fails the pipe if the destination goes.
+struct Hold {
+    source: Weak<Shared>,
+    transport: Transport,
+}
+
+impl Hold {
+    fn hold(&self, on: bool) {
+        if let Some(shared) = self.source.upgrade() {
+            shared.borrow_mut().held = on;
+            update_reading(&shared, &self.transport);
+        }
+    }
+}
+
+impl Producer for Hold {
+    fn pause_producing(&mut self) {
+        self.hold(true);
+    }
+
+    fn resume_producing(&mut self) {
+        self.hold(false);
+    }
+
+    fn stop_producing(&mut self, reason: Option<Failure>) {
+        self.hold(false);
+        let Some(shared) = self.source.upgrade() else {
+            return;
+        };
+        let tap = shared.borrow_mut().tap.take();
+        if let Some(tap) = tap {
+            let _ = tap.done.errback(reason.unwrap_or_else(|| {
+                Failure::new(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the destination closed",
+                ))
+            }));
+        }
+    }
+}
+
+/// Writes everything `from` receives into `to` until `from`'s end of file,
+/// which is passed on as a half-close (`to.write_eof()`): Twisted's
+/// `registerProducer` with one connection as the other's producer. While
+/// `to`'s write buffer is above its high-water mark, `from` is not read.
+///
+/// The Deferred fires with the number of bytes passed on, or fails if `from`
+/// is lost first (with its reason) or `to` goes first (with its reason, or a
+/// `BrokenPipe` `io::Error`). Neither connection is closed: see [`relay`].
+/// What `from` had buffered is passed on first; reads on `from` wait until
+/// the pipe is over.
+///
+/// # Examples
+/// An echo server is a stream piped into itself:
+/// ```
+/// use deferloop::net::{pipe, Stream};
+/// use deferloop::EventLoop;
+///
+/// let ev = EventLoop::new()?;
+/// let (s, peer) = Stream::open_memory(&ev)?;
+/// let echoed = pipe(&s, &s);
+/// peer.send(b"hello");
+/// peer.send_eof();
+/// assert_eq!(ev.run_until(echoed).unwrap(), 5);
+/// assert_eq!(peer.take_written(), b"hello");
+/// assert!(peer.got_eof());
+/// # Ok::<(), deferloop::Error>(())
+/// ```
+pub fn pipe(from: &Stream, to: &Stream) -> Deferred<u64> {
+    let (d, done) = Deferred::new();
+    // `from` is paused for `to`'s sake, not for its own write buffer.
+    from.set_read_while_write_paused(true);
+    let (buffered, eof, lost) = {
+        let mut st = from.shared.borrow_mut();
+        let n = st.buffered_len();
+        (st.take(n), st.at_eof(), st.lost.clone())
+    };
+    let mut tap = Tap {
+        to: to.transport.clone(),
+        to_shared: Rc::downgrade(&to.shared),
+        bytes: 0,
+        done,
+    };
+    if !buffered.is_empty() {
+        tap.pass(&buffered);
+    }
+    match (lost, eof) {
+        (Some(reason), false) => tap.source_lost(reason),
+        (_, true) => tap.source_ended(),
+        (None, false) => {
+            from.shared.borrow_mut().tap = Some(tap);
+            to.register_producer(Hold {
+                source: Rc::downgrade(&from.shared),
+                transport: from.transport.clone(),
+            });
+            from.update_reading();
+        }
+    }
+    d
+}
+
+/// Relays two streams into each other until both directions are done, then
+/// closes both: tokio's `copy_bidirectional`, Twisted's `portforward`. Each
+/// side's end of file is passed on as a half-close; each side is read only
+/// while the other takes what it is sent. Fires with the bytes relayed
+/// `(a to b, b to a)`. If either side fails (a reset, a failed connect), the
+/// Deferred fails with that reason and both sides are closed — a side still
+/// connecting is abandoned, a side that is up is flushed first (within its
+/// linger time).
+///
+/// # Examples
+/// A TCP proxy:
+/// ```no_run
+/// use deferloop::net::{relay, Stream};
+/// use deferloop::EventLoop;
+///
+/// let ev = EventLoop::new()?;
+/// let target = "127.0.0.1:7000".parse()?;
+/// let lp = ev.handle();
+/// Stream::listen_tcp(&ev, "127.0.0.1:7002".parse()?, move |client| {
+///     let _ = relay(&client, &Stream::connect(&lp, target));
+/// })?;
+/// ev.run()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn relay(a: &Stream, b: &Stream) -> Deferred<(u64, u64)> {
+    let (d, done) = Deferred::new();
+    let state = Rc::new(RefCell::new(Relay {
+        counts: [None, None],
+        done: Some(done),
+        sides: [a.transport.clone(), b.transport.clone()],
+    }));
+    for (i, piped) in [pipe(a, b), pipe(b, a)].into_iter().enumerate() {
+        let state = state.clone();
+        let _ = piped.add_both(move |r: Result<u64, Failure>| {
+            Relay::finished(&state, i, r);
+            Ok::<(), Failure>(())
+        });
+    }
+    d
+}
+
+struct Relay {
+    counts: [Option<u64>; 2],
+    done: Option<Resolver<(u64, u64)>>,
+    sides: [Transport; 2],
+}
+
+impl Relay {
+    fn finished(state: &RefCell<Relay>, i: usize, r: Result<u64, Failure>) {
+        let mut st = state.borrow_mut();
+        let outcome = match r {
+            Ok(n) => {
+                st.counts[i] = Some(n);
+                match st.counts {
+                    [Some(ab), Some(ba)] => Ok((ab, ba)),
+                    _ => return,
+                }
+            }
+            Err(f) => Err(f),
+        };
+        let Some(done) = st.done.take() else { return };
+        let sides = st.sides.clone();
+        drop(st);
+        for t in &sides {
+            if t.is_connecting() {
+                t.abort();
+            } else {
+                t.close();
+            }
+        }
+        let _ = done.resolve(outcome);
+    }
+}
