@@ -42,6 +42,7 @@ pub mod deferred;
 mod error;
 pub mod net;
 mod reactor;
+pub mod signal;
 
 pub use clock::{Clock, ManualClock, ManualTimer, Timer};
 pub use context::ContextVar;
@@ -51,6 +52,7 @@ pub use deferred::{
     DeferredLock, DeferredQueue, DeferredSemaphore, IntoStep, ListResult, LoopingCall, Resolver,
 };
 pub use error::{Error, Result};
+pub use signal::{Signal, SignalHandler};
 pub use reactor::{
     default_exception_handler, CurrentCallback, EventLoop, ExceptionContext, Handle, HandleState,
     IoInfo, Loop, Monitor, Remote, Snapshot, TimerInfo,
