@@ -42,6 +42,7 @@ pub mod deferred;
 mod error;
 pub mod net;
 mod reactor;
+pub mod process;
 pub mod signal;
 
 pub use clock::{Clock, ManualClock, ManualTimer, Timer};

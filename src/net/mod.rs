@@ -61,6 +61,7 @@ mod protocol;
 mod tcp;
 mod transport;
 mod udp;
+pub(crate) mod pipe;
 mod unix;
 
 pub use buffer::{DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
