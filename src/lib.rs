@@ -43,6 +43,7 @@ mod error;
 pub mod net;
 mod reactor;
 pub mod process;
+pub mod shutdown;
 pub mod signal;
 
 pub use clock::{Clock, ManualClock, ManualTimer, Timer};

@@ -53,6 +53,7 @@ mod conn;
 mod connection;
 mod core;
 mod dispatch;
+mod drain;
 pub mod framing;
 mod io;
 mod listener;
