@@ -73,35 +73,33 @@ impl Supervisor {
         let mut cmd = Command::new(&self.argv[0]);
         cmd.args(&self.argv[1..]);
         let (me, me2) = (self.clone(), self.clone());
-        let _ = lp
-            .spawn_process(&mut cmd, PassThrough)
-            .add_callbacks(
-                move |p: Process| {
-                    println!("started {}", p.pid());
-                    let _ = std::io::stdout().flush();
-                    me.ever_started.set(true);
-                    me.started.set(Some(Instant::now()));
-                    *me.child.borrow_mut() = Some(p.clone());
-                    let me = me.clone();
-                    let _ = p.wait().add_callback(move |status| {
-                        me.exited(status);
-                        Ok(())
-                    });
+        let _ = lp.spawn_process(&mut cmd, PassThrough).add_callbacks(
+            move |p: Process| {
+                println!("started {}", p.pid());
+                let _ = std::io::stdout().flush();
+                me.ever_started.set(true);
+                me.started.set(Some(Instant::now()));
+                *me.child.borrow_mut() = Some(p.clone());
+                let me = me.clone();
+                let _ = p.wait().add_callback(move |status| {
+                    me.exited(status);
                     Ok(())
-                },
-                move |f: Failure| {
-                    eprintln!("supervisor: {f}");
-                    if me2.ever_started.get() {
-                        me2.schedule_restart();
-                    } else {
-                        *me2.fatal.borrow_mut() = Some(f.to_string());
-                        if let Ok(lp) = Loop::current() {
-                            lp.stop();
-                        }
+                });
+                Ok(())
+            },
+            move |f: Failure| {
+                eprintln!("supervisor: {f}");
+                if me2.ever_started.get() {
+                    me2.schedule_restart();
+                } else {
+                    *me2.fatal.borrow_mut() = Some(f.to_string());
+                    if let Ok(lp) = Loop::current() {
+                        lp.stop();
                     }
-                    Ok(())
-                },
-            );
+                }
+                Ok(())
+            },
+        );
     }
 
     fn exited(self: &Rc<Self>, status: ExitStatus) {
@@ -109,7 +107,11 @@ impl Supervisor {
         if self.stopping.get() {
             return;
         }
-        if self.started.get().is_some_and(|t| t.elapsed() >= STABLE_AFTER) {
+        if self
+            .started
+            .get()
+            .is_some_and(|t| t.elapsed() >= STABLE_AFTER)
+        {
             self.backoff.set(FIRST_BACKOFF);
         }
         eprintln!(
@@ -151,7 +153,10 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), Box<dyn std::er
     let mut stop_timeout = Duration::from_secs(5);
     if args.first().map(String::as_str) == Some("--stop-timeout-ms") {
         let ms = args.get(1).ok_or("--stop-timeout-ms needs a value")?;
-        stop_timeout = Duration::from_millis(ms.parse().map_err(|e| format!("--stop-timeout-ms {ms:?}: {e}"))?);
+        stop_timeout = Duration::from_millis(
+            ms.parse()
+                .map_err(|e| format!("--stop-timeout-ms {ms:?}: {e}"))?,
+        );
         args.drain(..2);
     }
     if args.is_empty() {

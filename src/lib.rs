@@ -41,8 +41,8 @@ mod context;
 pub mod deferred;
 mod error;
 pub mod net;
-mod reactor;
 pub mod process;
+mod reactor;
 pub mod shutdown;
 pub mod signal;
 
@@ -54,11 +54,11 @@ pub use deferred::{
     DeferredLock, DeferredQueue, DeferredSemaphore, IntoStep, ListResult, LoopingCall, Resolver,
 };
 pub use error::{Error, Result};
-pub use signal::{Signal, SignalHandler};
 pub use reactor::{
     default_exception_handler, CurrentCallback, EventLoop, ExceptionContext, Handle, HandleState,
     IoInfo, Loop, Monitor, Remote, Snapshot, TimerInfo,
 };
+pub use signal::{Signal, SignalHandler};
 
 /// README.md's Rust snippets, compiled and run as doctests so that they
 /// stay pasteable.

@@ -20,8 +20,8 @@
 use crate::net::Listener;
 use crate::reactor::WeakLoop;
 use crate::{
-    succeed, Deferred, DeferredList, Error, ExceptionContext, Failure, Loop, Resolver,
-    Signal, SignalHandler,
+    succeed, Deferred, DeferredList, Error, ExceptionContext, Failure, Loop, Resolver, Signal,
+    SignalHandler,
 };
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -396,7 +396,9 @@ fn wait_for_pool(lp: &Loop, deadline: Duration) -> Deferred<()> {
     let lp2 = lp.clone();
     crate::gather_results(jobs).add_both(move |r| {
         if !matches!(&r, Ok(v) if v.iter().all(|&ok| ok)) {
-            log::warn!("deferloop: the thread pool did not finish its jobs before the shutdown deadline");
+            log::warn!(
+                "deferloop: the thread pool did not finish its jobs before the shutdown deadline"
+            );
             lp2.set_thread_pool_wait_on_close(false);
         }
         Ok(())

@@ -173,9 +173,9 @@ extern "C" fn on_signal(sig: libc::c_int) {
 
 fn check_signal(sig: Signal) -> Result<(), Error> {
     match sig.0 {
-        libc::SIGKILL | libc::SIGSTOP => Err(Error::InvalidInput(
-            "SIGKILL and SIGSTOP cannot be caught",
-        )),
+        libc::SIGKILL | libc::SIGSTOP => {
+            Err(Error::InvalidInput("SIGKILL and SIGSTOP cannot be caught"))
+        }
         libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE => Err(Error::InvalidInput(
             "a fault signal must be handled where it happens, not in a later turn",
         )),
@@ -188,11 +188,9 @@ fn check_signal(sig: Signal) -> Result<(), Error> {
 /// is the signal's first. Returns the slot.
 fn acquire_slot(sig: Signal, fd: i32) -> Result<usize, Error> {
     let mut t = table();
-    let slot = t
-        .used
-        .iter()
-        .position(|u| !u)
-        .ok_or(Error::InvalidInput("too many signal handlers in the process"))?;
+    let slot = t.used.iter().position(|u| !u).ok_or(Error::InvalidInput(
+        "too many signal handlers in the process",
+    ))?;
     let n = sig.0 as usize;
     if t.signals.len() <= n {
         t.signals.resize(n + 1, (0, None));

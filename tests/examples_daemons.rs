@@ -72,7 +72,12 @@ impl std::ops::DerefMut for Guard {
 
 fn start(name: &str, args: &[&str]) -> (Guard, mpsc::Receiver<String>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "example_child_entry", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "example_child_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("DEFERLOOP_EXAMPLE", name)
         .env("DEFERLOOP_ARGS", args.join("\x1f"))
         .stdout(Stdio::piped())
@@ -130,7 +135,10 @@ fn alive(pid: u32) -> bool {
 #[test]
 fn supervisor_restarts_with_back_off_and_stops_cleanly_on_sigterm() {
     let (mut sup, rx) = start("supervisor", &["sh", "-c", "echo up; sleep 0.2; exit 1"]);
-    let started = |l: &str| l.strip_prefix("started ").map(|p| p.parse::<u32>().unwrap());
+    let started = |l: &str| {
+        l.strip_prefix("started ")
+            .map(|p| p.parse::<u32>().unwrap())
+    };
     let mut pids = vec![next_line(&rx, started), next_line(&rx, started)];
     pids.push(next_line(&rx, started)); // restarted twice: 100 ms, then 200 ms
     term(&sup);
@@ -145,15 +153,27 @@ fn supervisor_restarts_with_back_off_and_stops_cleanly_on_sigterm() {
 fn supervisor_kills_a_child_that_ignores_sigterm_after_its_timeout() {
     let (mut sup, rx) = start(
         "supervisor",
-        &["--stop-timeout-ms", "300", "sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"],
+        &[
+            "--stop-timeout-ms",
+            "300",
+            "sh",
+            "-c",
+            "trap '' TERM; echo ready; while :; do sleep 0.05; done",
+        ],
     );
-    let pid = next_line(&rx, |l| l.strip_prefix("started ").map(|p| p.parse::<u32>().unwrap()));
+    let pid = next_line(&rx, |l| {
+        l.strip_prefix("started ")
+            .map(|p| p.parse::<u32>().unwrap())
+    });
     next_line(&rx, |l| (l == "ready").then_some(()));
     let t0 = Instant::now();
     term(&sup);
     let status = wait_exit(&mut sup, Duration::from_secs(10));
     assert!(status.success(), "{status}");
-    assert!(t0.elapsed() >= Duration::from_millis(250), "waited for the child first");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(250),
+        "waited for the child first"
+    );
     std::thread::sleep(Duration::from_millis(100));
     assert!(!alive(pid), "the stubborn child was killed");
 }
@@ -178,7 +198,10 @@ fn echo_server_drains_its_connections_on_sigterm_and_exits_0() {
     open.write_all(b"during").unwrap();
     open.read_exact(&mut buf).unwrap();
     assert_eq!(&buf, b"during");
-    assert!(server.try_wait().unwrap().is_none(), "exited before its connection ended");
+    assert!(
+        server.try_wait().unwrap().is_none(),
+        "exited before its connection ended"
+    );
     drop(open);
     let status = wait_exit(&mut server, Duration::from_secs(5));
     assert!(status.success(), "{status}");

@@ -65,7 +65,10 @@ fn black_hole() -> (TcpListener, Vec<std::net::TcpStream>, SocketAddr) {
 
 #[test]
 fn targets_parse_from_host_port_strings_pairs_and_addresses() {
-    assert_eq!(Target::from("db.internal:5432").to_string(), "db.internal:5432");
+    assert_eq!(
+        Target::from("db.internal:5432").to_string(),
+        "db.internal:5432"
+    );
     assert_eq!(
         Target::from("[::1]:80").as_addr(),
         Some("[::1]:80".parse().unwrap())
@@ -77,7 +80,9 @@ fn targets_parse_from_host_port_strings_pairs_and_addresses() {
     let ev = EventLoop::new().unwrap();
     for bad in ["no-port", "host:notaport", ":80", "a:b:c"] {
         let (p, made) = quiet();
-        let e = ev.run_until(ev.connect_tcp_to(bad, p).connected()).unwrap_err();
+        let e = ev
+            .run_until(ev.connect_tcp_to(bad, p).connected())
+            .unwrap_err();
         assert!(e.to_string().contains(bad), "{e}");
         assert_eq!(made.get(), 0);
     }
@@ -97,7 +102,10 @@ fn localhost_connects_to_whichever_family_listens() {
     let (p, made) = quiet();
     let t0 = Instant::now();
     let t = ev
-        .run_until(ev.connect_tcp_to(format!("localhost:{port}"), p).connected())
+        .run_until(
+            ev.connect_tcp_to(format!("localhost:{port}"), p)
+                .connected(),
+        )
         .unwrap();
     assert_eq!(made.get(), 1);
     assert_eq!(
@@ -106,7 +114,11 @@ fn localhost_connects_to_whichever_family_listens() {
     );
     // If localhost is also ::1 (refused at once here), the next address is
     // tried at once, not after the attempt delay.
-    assert!(t0.elapsed() < Duration::from_millis(240), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_millis(240),
+        "{:?}",
+        t0.elapsed()
+    );
 }
 
 #[test]
@@ -123,7 +135,10 @@ fn a_first_address_that_never_answers_loses_to_the_second_after_the_delay() {
     let t = ev.run_until(conn.connected()).unwrap();
     let took = t0.elapsed();
     assert_eq!(t.peer_addr().unwrap().as_inet(), Some(good));
-    assert!(took >= Duration::from_millis(240), "waited for the delay: {took:?}");
+    assert!(
+        took >= Duration::from_millis(240),
+        "waited for the delay: {took:?}"
+    );
     assert!(took < Duration::from_secs(2), "{took:?}");
     assert_eq!(made.get(), 1);
     // The losing attempt was closed: only the winner and the server remain.
@@ -140,7 +155,10 @@ fn when_every_address_fails_the_error_names_the_host_and_each_address() {
     let conn = ev.connect_tcp_with("db.test:5432", p, &options(table(vec![a, b])));
     let e = ev.run_until(conn.connected()).unwrap_err().to_string();
     assert!(e.contains("db.test:5432"), "{e}");
-    assert!(e.contains(&a.to_string()) && e.contains(&b.to_string()), "{e}");
+    assert!(
+        e.contains(&a.to_string()) && e.contains(&b.to_string()),
+        "{e}"
+    );
     assert_eq!(made.get(), 0, "no protocol method");
     assert_eq!(ev.io_source_count(), 0);
 }
@@ -152,7 +170,10 @@ fn a_host_that_does_not_resolve_fails_with_its_name() {
     let conn = ev.connect_tcp_with("nowhere.test:80", p, &options(table(vec![])));
     let e = ev.run_until(conn.connected()).unwrap_err();
     let text = e.to_string();
-    assert!(text.contains("nowhere.test") && text.contains("no such host"), "{text}");
+    assert!(
+        text.contains("nowhere.test") && text.contains("no such host"),
+        "{text}"
+    );
     assert_eq!(made.get(), 0);
     // And a lookup that answers with nothing.
     let r = table(vec![]);
@@ -202,7 +223,9 @@ fn cancelling_a_connect_during_its_lookup_abandons_it() {
         Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
     });
     let (p, made) = quiet();
-    let d = ev.connect_tcp_with("slow.test:1", p, &options(slow)).connected();
+    let d = ev
+        .connect_tcp_with("slow.test:1", p, &options(slow))
+        .connected();
     d.cancel();
     let e = ev.run_until(d).unwrap_err();
     assert!(e.check::<deferloop::deferred::Cancelled>(), "{e}");
@@ -224,7 +247,11 @@ fn lookups_do_not_wait_for_a_busy_thread_pool() {
         .run_until(table(vec![closed_port()]).lookup(&ev, "db.test", 1, Duration::from_secs(5)))
         .unwrap();
     assert_eq!(addrs.len(), 1);
-    assert!(t0.elapsed() < Duration::from_millis(500), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
     ev.run_until(busy).unwrap();
 }
 

@@ -33,7 +33,10 @@ fn exits_and_kills_on_one_loop() {
         .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
         .unwrap();
     p.kill().unwrap();
-    assert_eq!(ev.run_until(p.wait()).unwrap().signal(), Some(libc::SIGKILL));
+    assert_eq!(
+        ev.run_until(p.wait()).unwrap().signal(),
+        Some(libc::SIGKILL)
+    );
     pids.push(p.pid());
     let (rec, _) = Recorder::new();
     let running = ev

@@ -32,7 +32,10 @@ fn output_arrives_then_process_exited_once() {
     let log = log.borrow();
     assert_eq!(util::stdout(&log), b"out\n");
     assert_eq!(util::stderr(&log), b"err\n");
-    assert_eq!(log.iter().filter(|e| matches!(e, Event::Exited(_))).count(), 1);
+    assert_eq!(
+        log.iter().filter(|e| matches!(e, Event::Exited(_))).count(),
+        1
+    );
     assert!(matches!(log.last(), Some(Event::Exited(_))), "{log:?}");
     assert_reaped(p.pid());
 }
@@ -86,7 +89,7 @@ fn a_child_killed_by_a_signal_reports_it() {
     let ev = EventLoop::new().unwrap();
     let (rec, _log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(&mut Command::new("sleep").arg("30"), rec))
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
         .unwrap();
     p.kill().unwrap();
     let status = ev.run_until(p.wait()).unwrap();
@@ -96,7 +99,7 @@ fn a_child_killed_by_a_signal_reports_it() {
 
     let (rec, _log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(&mut Command::new("sleep").arg("30"), rec))
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
         .unwrap();
     p.signal(deferloop::Signal::TERM).unwrap();
     assert_eq!(
@@ -120,14 +123,21 @@ fn stdin_is_a_transport_with_flow_control() {
     assert!(status.success());
     let log = log.borrow();
     assert!(util::stdout(&log) == data, "every byte came back");
-    assert!(log.iter().any(|e| matches!(e, Event::Paused)), "{:?}", log.len());
+    assert!(
+        log.iter().any(|e| matches!(e, Event::Paused)),
+        "{:?}",
+        log.len()
+    );
     assert_reaped(p.pid());
 }
 
 fn spawn_error(ev: &EventLoop, cmd: &mut Command) -> String {
     let (rec, log) = Recorder::new();
     let err = ev.run_until(ev.spawn_process(cmd, rec)).unwrap_err();
-    assert!(log.borrow().is_empty(), "no protocol method for a failed spawn");
+    assert!(
+        log.borrow().is_empty(),
+        "no protocol method for a failed spawn"
+    );
     err.to_string()
 }
 
@@ -148,7 +158,10 @@ fn the_mistakes_users_make_name_the_command() {
     let mut cmd = Command::new("true");
     cmd.current_dir("/deferloop/no/such/dir");
     let msg = spawn_error(&ev, &mut cmd);
-    assert!(msg.contains("true") && msg.contains("/deferloop/no/such/dir"), "{msg}");
+    assert!(
+        msg.contains("true") && msg.contains("/deferloop/no/such/dir"),
+        "{msg}"
+    );
     assert!(msg.contains("working directory"), "{msg}");
     assert_eq!(ev.io_source_count(), 0, "nothing left registered");
 }
@@ -158,23 +171,29 @@ fn closing_the_loop_kills_and_reaps_its_children_unless_detached() {
     let ev = EventLoop::new().unwrap();
     let (rec, _) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(&mut Command::new("sleep").arg("30"), rec))
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
         .unwrap();
     let (rec, _) = Recorder::new();
     let detached = ev
-        .run_until(ev.spawn_process(&mut Command::new("sleep").arg("0.3"), rec))
+        .run_until(ev.spawn_process(Command::new("sleep").arg("0.3"), rec))
         .unwrap();
     detached.detach();
     let waited: Rc<RefCell<Option<String>>> = Rc::default();
     let w2 = waited.clone();
-    let _ = p.wait().add_callback(|_| Ok(())).add_errback(move |f: Failure| {
-        *w2.borrow_mut() = Some(f.to_string());
-        Ok(())
-    });
+    let _ = p
+        .wait()
+        .add_callback(|_| Ok(()))
+        .add_errback(move |f: Failure| {
+            *w2.borrow_mut() = Some(f.to_string());
+            Ok(())
+        });
     let (pid, dpid) = (p.pid(), detached.pid());
     drop(ev);
     assert_reaped(pid);
-    assert!(waited.borrow().is_some(), "wait() fails when the loop closes");
+    assert!(
+        waited.borrow().is_some(),
+        "wait() fails when the loop closes"
+    );
     // The detached child runs on, then is reaped by its thread.
     assert!(util::alive(dpid));
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -33,7 +33,13 @@ impl Protocol for Client {
     fn data_received(&mut self, _: &Transport, _: &[u8]) {}
 }
 
-fn server(ev: &EventLoop) -> (deferloop::net::Listener, SocketAddr, Rc<RefCell<Vec<Option<String>>>>) {
+fn server(
+    ev: &EventLoop,
+) -> (
+    deferloop::net::Listener,
+    SocketAddr,
+    Rc<RefCell<Vec<Option<String>>>>,
+) {
     let lost = Rc::new(RefCell::new(Vec::new()));
     let l2 = lost.clone();
     let listener = ev
@@ -61,13 +67,17 @@ fn a_listener_stops_accepting_and_waits_for_its_connections() {
     }
     settle(&ev, &listener, 3);
     let t0 = Instant::now();
-    ev.run_until(listener.shutdown(Duration::from_secs(5))).unwrap();
+    ev.run_until(listener.shutdown(Duration::from_secs(5)))
+        .unwrap();
     let took = t0.elapsed();
     assert!(took >= Duration::from_millis(100), "{took:?}");
     assert!(took < Duration::from_secs(3), "{took:?}");
     assert_eq!(*lost.borrow(), vec![None, None, None], "clean ends");
     assert!(!listener.is_listening());
-    assert!(std::net::TcpStream::connect(addr).is_err(), "no longer accepting");
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "no longer accepting"
+    );
 }
 
 #[test]
@@ -81,7 +91,10 @@ fn connections_still_open_at_the_deadline_are_aborted() {
     ev.run_until(listener.shutdown(Duration::from_millis(300)))
         .unwrap();
     let took = t0.elapsed();
-    assert!(took >= Duration::from_millis(250) && took < Duration::from_secs(2), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
     let lost = lost.borrow();
     assert_eq!(lost.len(), 2);
     assert_eq!(lost[0], None, "the polite one ended by itself");
@@ -135,7 +148,8 @@ fn the_sequence_runs_its_phases_in_order_each_waiting_for_the_last() {
     s.set_deadline(Phase::Before, Duration::from_millis(200));
     let listener2 = listener.clone();
     s.add_trigger(Phase::During, move |_| {
-        l2.borrow_mut().push(format!("during, listening={}", listener2.is_listening()));
+        l2.borrow_mut()
+            .push(format!("during, listening={}", listener2.is_listening()));
         succeed(())
     });
     let pool_job = ev.defer_to_thread(|| std::thread::sleep(Duration::from_millis(100)));
@@ -162,15 +176,28 @@ fn the_sequence_runs_its_phases_in_order_each_waiting_for_the_last() {
     ev.run().unwrap();
     let took = t0.elapsed();
     assert!(s.is_done() && !s.was_forced());
-    assert!(took >= Duration::from_millis(200) && took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(200) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
     assert_eq!(listener.connection_count(), 0);
     let log = log.borrow();
-    let pos = |s: &str| log.iter().position(|e| e.starts_with(s)).unwrap_or_else(|| panic!("{s} in {log:?}"));
+    let pos = |s: &str| {
+        log.iter()
+            .position(|e| e.starts_with(s))
+            .unwrap_or_else(|| panic!("{s} in {log:?}"))
+    };
     assert!(pos("before") < pos("before done"));
     assert!(pos("before done") < pos("during"));
-    assert!(log.contains(&"during, listening=false".to_string()), "{log:?}");
+    assert!(
+        log.contains(&"during, listening=false".to_string()),
+        "{log:?}"
+    );
     assert!(pos("during") < pos("after"));
-    assert!(pos("pool job") < pos("done"), "the pool was waited for: {log:?}");
+    assert!(
+        pos("pool job") < pos("done"),
+        "the pool was waited for: {log:?}"
+    );
     assert_eq!(log.last().unwrap(), "done");
 }
 
@@ -194,8 +221,10 @@ fn a_second_signal_forces_the_shutdown() {
         // SAFETY: kill(2) to ourselves; the handler above catches SIGUSR2.
         unsafe { libc::kill(libc::getpid(), libc::SIGUSR2) };
     };
-    ev.call_later(Duration::from_millis(20), move |_| kill()).unwrap();
-    ev.call_later(Duration::from_millis(200), move |_| kill()).unwrap();
+    ev.call_later(Duration::from_millis(20), move |_| kill())
+        .unwrap();
+    ev.call_later(Duration::from_millis(200), move |_| kill())
+        .unwrap();
     let t0 = Instant::now();
     ev.run().unwrap();
     assert!(t0.elapsed() < Duration::from_secs(5));

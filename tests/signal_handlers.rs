@@ -130,7 +130,11 @@ fn removing_the_last_handler_restores_the_old_disposition() {
     let b = EventLoop::new().unwrap();
     let ha = a.add_signal_handler(Signal::HUP, |_, _| {}).unwrap();
     let hb = b.add_signal_handler(Signal::HUP, |_, _| {}).unwrap();
-    assert_ne!(disposition(libc::SIGHUP), libc::SIG_IGN, "ours is installed");
+    assert_ne!(
+        disposition(libc::SIGHUP),
+        libc::SIG_IGN,
+        "ours is installed"
+    );
     ha.remove();
     assert_ne!(
         disposition(libc::SIGHUP),
@@ -138,7 +142,11 @@ fn removing_the_last_handler_restores_the_old_disposition() {
         "another handler still watches"
     );
     hb.remove();
-    assert_eq!(disposition(libc::SIGHUP), libc::SIG_IGN, "the old one is back");
+    assert_eq!(
+        disposition(libc::SIGHUP),
+        libc::SIG_IGN,
+        "the old one is back"
+    );
 
     // The loop closing removes its handlers too.
     let c = EventLoop::new().unwrap();

@@ -1111,8 +1111,6 @@ fn quiet_injected_panics() {
     });
 }
 
-/// Runs the soak described by `cfg` and returns what it measured.
-
 // ---- daemons: signals and child processes -----------------------------------
 
 /// What the daemon loop saw: signals heard, children spawned and how each ended.
@@ -1140,7 +1138,11 @@ impl deferloop::process::ProcessProtocol for Kid {
     fn out_received(&mut self, _: &deferloop::process::Process, data: &[u8]) {
         self.got.extend_from_slice(data);
     }
-    fn process_exited(&mut self, _: &deferloop::process::Process, status: std::process::ExitStatus) {
+    fn process_exited(
+        &mut self,
+        _: &deferloop::process::Process,
+        status: std::process::ExitStatus,
+    ) {
         let mut st = self.stats.borrow_mut();
         if status.success() {
             st.exited += 1;
@@ -1163,14 +1165,23 @@ fn spawn_kid(lp: &Loop, stats: &Rc<RefCell<DaemonStats>>, n: u64) {
             c.arg(format!("kid {n}"));
             (c, text.into_bytes(), None, false)
         }
-        1 => (std::process::Command::new("cat"), text.clone().into_bytes(), Some(text), false),
+        1 => (
+            std::process::Command::new("cat"),
+            text.clone().into_bytes(),
+            Some(text),
+            false,
+        ),
         _ => {
             let mut c = std::process::Command::new("sleep");
             c.arg("5");
             (c, Vec::new(), None, true)
         }
     };
-    let kid = Kid { expect, got: Vec::new(), stats: stats.clone() };
+    let kid = Kid {
+        expect,
+        got: Vec::new(),
+        stats: stats.clone(),
+    };
     let stats2 = stats.clone();
     stats.borrow_mut().spawned += 1;
     let _ = lp.spawn_process(&mut cmd, kid).add_callbacks(
@@ -1200,7 +1211,9 @@ fn tick(lp: &Loop, stop: Arc<AtomicBool>, stats: Rc<RefCell<DaemonStats>>, n: u6
         return;
     }
     spawn_kid(lp, &stats, n);
-    let _ = lp.call_later(Duration::from_millis(20), move |lp| tick(lp, stop, stats, n + 1));
+    let _ = lp.call_later(Duration::from_millis(20), move |lp| {
+        tick(lp, stop, stats, n + 1)
+    });
 }
 
 /// A loop with a SIGUSR1 handler that keeps a few children running until
@@ -1246,6 +1259,7 @@ fn reap_leftovers() -> u64 {
     }
 }
 
+/// Runs the soak described by `cfg` and returns what it measured.
 pub fn run(cfg: &Config) -> Report {
     quiet_injected_panics();
     raise_fd_limit(8 * cfg.conns as u64 + 256);

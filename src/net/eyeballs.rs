@@ -255,7 +255,9 @@ impl Source for Race {
         loop {
             let outcome = {
                 let mut attempts = self.attempts.borrow_mut();
-                let Some((_, s)) = attempts.get_mut(i) else { break };
+                let Some((_, s)) = attempts.get_mut(i) else {
+                    break;
+                };
                 StreamIo::connect_result(s)
             };
             match outcome {
@@ -465,7 +467,9 @@ impl Loop {
             let lp = weak.upgrade().ok_or_else(|| Failure::new(LoopClosed))?;
             let addr = addrs[0];
             lp.connect_udp(addr, protocol).map_err(|e| {
-                Failure::new(io::Error::other(format!("connect to {target} ({addr}): {e}")))
+                Failure::new(io::Error::other(format!(
+                    "connect to {target} ({addr}): {e}"
+                )))
             })
         })
     }

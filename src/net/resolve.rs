@@ -146,7 +146,7 @@ pub struct HostResolver {
 
 thread_local! {
     /// Resolvers of lookups in flight on this (loop) thread, by job id.
-    static WAITING: RefCell<Slab<(u64, Resolver<Vec<SocketAddr>>)>> = RefCell::new(Slab::new());
+    static WAITING: RefCell<Slab<(u64, Resolver<Vec<SocketAddr>>)>> = const { RefCell::new(Slab::new()) };
 }
 
 impl HostResolver {
@@ -210,7 +210,11 @@ impl HostResolver {
         port: u16,
         timeout: Duration,
     ) -> Deferred<Vec<SocketAddr>> {
-        if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+        if let Ok(ip) = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+        {
             return succeed(vec![SocketAddr::new(ip, port)]);
         }
         if lp.is_closed() {
@@ -274,7 +278,11 @@ impl HostResolver {
                 .name("deferloop-resolver".into())
                 .spawn(move || worker(&pool));
             if started.is_err() {
-                self.pool.queue.lock().unwrap_or_else(|e| e.into_inner()).threads -= 1;
+                self.pool
+                    .queue
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .threads -= 1;
             }
         }
         self.pool.ready.notify_one();

@@ -142,7 +142,9 @@ pub(super) fn watch(
     let weak_src = Rc::downgrade(&src);
     drop(src);
     *shared.unwatch.borrow_mut() = Some(Box::new(move |lp: &Loop| {
-        let Some(src) = weak_src.upgrade() else { return };
+        let Some(src) = weak_src.upgrade() else {
+            return;
+        };
         if let Some(fd) = raw {
             lp.with_selector(|r| {
                 let _ = r.deregister(&mut mio::unix::SourceFd(&fd));

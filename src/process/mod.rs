@@ -78,6 +78,9 @@ pub trait ProcessProtocol: 'static {
     }
 }
 
+/// Stops watching a child for its exit.
+pub(crate) type Unwatch = Box<dyn FnOnce(&Loop)>;
+
 /// The state of one child, shared by its pipes and its exit watcher.
 pub(crate) struct Shared {
     lp: WeakLoop,
@@ -97,7 +100,7 @@ pub(crate) struct Shared {
     waiters: RefCell<Vec<Resolver<ExitStatus>>>,
     weak_self: RefCell<Weak<Shared>>,
     /// Removes the exit watcher.
-    unwatch: RefCell<Option<Box<dyn FnOnce(&Loop)>>>,
+    unwatch: RefCell<Option<Unwatch>>,
 }
 
 impl Shared {
@@ -410,7 +413,9 @@ impl Loop {
         };
         match self.adopt_child(child, command.clone(), Box::new(protocol), at) {
             Ok(p) => succeed(p),
-            Err(e) => fail(Failure::new(io::Error::other(format!("spawn {command}: {e}")))),
+            Err(e) => fail(Failure::new(io::Error::other(format!(
+                "spawn {command}: {e}"
+            )))),
         }
     }
 
