@@ -1,14 +1,20 @@
 //! A TCP echo server: every byte of every connection goes back until the peer
 //! closes. Prints the address it bound as its first line.
 //!
+//! On SIGTERM or SIGINT it stops gracefully: it stops accepting, lets the open
+//! connections finish for up to 10 s (then closes them), and exits 0. A
+//! second signal makes it stop at once.
+//!
 //! Run: `cargo run --release --example echo_server -- 127.0.0.1:7000`
 //! (the address defaults to `127.0.0.1:0`, any free port).
 
 use deferloop::net::{Listener, Protocol, Transport};
+use deferloop::shutdown::{Phase, Shutdown};
 use deferloop::EventLoop;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Echoes, and stops reading while the peer is not reading its echo (so a
 /// peer that only sends cannot grow our buffer without bound).
@@ -31,7 +37,10 @@ pub fn start(ev: &EventLoop, addr: SocketAddr) -> Result<Listener, deferloop::Er
     ev.listen_tcp(addr, || Echo)
 }
 
-/// `[ADDR]`: serves until killed.
+/// How long open connections get to finish after SIGTERM.
+pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// `[ADDR]`: serves until SIGTERM or SIGINT, then drains and returns.
 pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), Box<dyn std::error::Error>> {
     let mut args = args.into_iter();
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:0".into());
@@ -41,9 +50,16 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), Box<dyn std::er
     let addr: SocketAddr = addr.parse().map_err(|e| format!("address {addr:?}: {e}"))?;
     let ev = EventLoop::new()?;
     let listener = start(&ev, addr).map_err(|e| format!("listen on {addr}: {e}"))?;
+    let shutdown = Shutdown::new(&ev);
+    shutdown.add_listener(&listener);
+    shutdown.set_deadline(Phase::During, DRAIN_DEADLINE);
+    shutdown.stop_on_signals()?;
     println!("{}", listener.local_addr());
     std::io::stdout().flush()?;
     ev.run()?;
+    if shutdown.was_forced() {
+        eprintln!("echo_server: stopped at once (second signal)");
+    }
     Ok(())
 }
 

@@ -41,7 +41,10 @@ mod context;
 pub mod deferred;
 mod error;
 pub mod net;
+pub mod process;
 mod reactor;
+pub mod shutdown;
+pub mod signal;
 
 pub use clock::{Clock, ManualClock, ManualTimer, Timer};
 pub use context::ContextVar;
@@ -55,6 +58,7 @@ pub use reactor::{
     default_exception_handler, CurrentCallback, EventLoop, ExceptionContext, Handle, HandleState,
     IoInfo, Loop, Monitor, Remote, Snapshot, TimerInfo,
 };
+pub use signal::{Signal, SignalHandler};
 
 /// README.md's Rust snippets, compiled and run as doctests so that they
 /// stay pasteable.

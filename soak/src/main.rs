@@ -11,7 +11,9 @@
 //! TCP only, a Unix socket has no reset), or sends the bytes that make the
 //! server's protocol panic. Meanwhile
 //! `--threads` threads call both loops through their `Remote`s (and block on
-//! the server with `call_blocking`).
+//! the server with `call_blocking`). A third loop keeps child processes
+//! coming (`echo`, `cat` fed through stdin, `sleep` killed) while a thread
+//! sends the process SIGUSR1 every 5 ms, which that loop handles.
 //!
 //! Afterwards, with every connection gone and both loops closed: every byte
 //! sent on a connection that ended cleanly came back exactly, and every byte
@@ -19,7 +21,8 @@
 //! connection on both sides; every Deferred fired exactly once; no timer is
 //! left; every threadsafe call ran; no fd is left open; and the heap and RSS
 //! are back within a small bound of where they started. The report lists
-//! the counts; any violation is printed and the exit status is 1.
+//! the counts; any violation is printed and the exit status is 1. Every child
+//! process was reaped (no zombie, none left running) and every SIGUSR1 burst was heard.
 //!
 //! Run: `cargo run --release -p deferloop-soak -- --secs 60 --conns 200`
 //! (options: `--secs`, `--conns`, `--threads`, `--seed`, `--max-size`, `--unix`).
@@ -273,6 +276,7 @@ pub struct Report {
     pub rss: (u64, u64, u64),
     pub heap: (isize, isize, isize),
     pub fds: (usize, usize),
+    pub daemons: DaemonStats,
 }
 
 const ENDS: [End; 4] = [End::Close, End::HalfClose, End::Reset, End::ServerPanic];
@@ -289,6 +293,22 @@ impl Report {
             }
         };
         check(c.made > 0 && c.requests > 0, "nothing was exchanged".into());
+        let d = &self.daemons;
+        check(
+            d.left_behind == 0,
+            format!("{} child processes left unreaped", d.left_behind),
+        );
+        check(
+            d.spawned > 0 && d.spawned >= d.exited + d.killed && d.output_mismatches == 0,
+            format!(
+                "children: {} spawned, {} exited, {} killed, {} with wrong output",
+                d.spawned, d.exited, d.killed, d.output_mismatches
+            ),
+        );
+        check(
+            d.signals_sent == 0 || d.signals_heard > 0,
+            format!("{} SIGUSR1 sent, none heard", d.signals_sent),
+        );
         check(
             c.made == c.lost,
             format!("client: {} made, {} lost", c.made, c.lost),
@@ -430,6 +450,12 @@ fn gib(b: u64) -> String {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (c, s, k) = (&self.client, &self.server, &self.config);
+        let d = &self.daemons;
+        writeln!(
+            f,
+            "daemons       SIGUSR1 sent {}, heard {} (bursts coalesce); children spawned {}, exited {}, killed {}, spawn failures {}, wrong output {}, left unreaped {}",
+            d.signals_sent, d.signals_heard, d.spawned, d.exited, d.killed, d.spawn_failures, d.output_mismatches, d.left_behind
+        )?;
         writeln!(
             f,
             "deferloop soak: {:.1} s, {} connections at a time, {} caller threads, seed {}, requests up to {} KiB",
@@ -1085,6 +1111,154 @@ fn quiet_injected_panics() {
     });
 }
 
+// ---- daemons: signals and child processes -----------------------------------
+
+/// What the daemon loop saw: signals heard, children spawned and how each ended.
+#[derive(Debug, Default, Clone)]
+pub struct DaemonStats {
+    pub signals_sent: u64,
+    pub signals_heard: u64,
+    pub spawned: u64,
+    pub exited: u64,
+    pub killed: u64,
+    pub output_mismatches: u64,
+    pub spawn_failures: u64,
+    /// Children found unreaped after the loop closed (zombies or live).
+    pub left_behind: u64,
+}
+
+/// A child's protocol: collects stdout, checks it on exit.
+struct Kid {
+    expect: Vec<u8>,
+    got: Vec<u8>,
+    stats: Rc<RefCell<DaemonStats>>,
+}
+
+impl deferloop::process::ProcessProtocol for Kid {
+    fn out_received(&mut self, _: &deferloop::process::Process, data: &[u8]) {
+        self.got.extend_from_slice(data);
+    }
+    fn process_exited(
+        &mut self,
+        _: &deferloop::process::Process,
+        status: std::process::ExitStatus,
+    ) {
+        let mut st = self.stats.borrow_mut();
+        if status.success() {
+            st.exited += 1;
+            if self.got != self.expect {
+                st.output_mismatches += 1;
+            }
+        } else {
+            st.killed += 1;
+        }
+    }
+}
+
+/// Spawns a child of one of three kinds: `echo`, `cat` fed through stdin,
+/// or `sleep` killed soon after.
+fn spawn_kid(lp: &Loop, stats: &Rc<RefCell<DaemonStats>>, n: u64) {
+    let text = format!("kid {n}\n");
+    let (mut cmd, expect, feed, kill) = match n % 3 {
+        0 => {
+            let mut c = std::process::Command::new("echo");
+            c.arg(format!("kid {n}"));
+            (c, text.into_bytes(), None, false)
+        }
+        1 => (
+            std::process::Command::new("cat"),
+            text.clone().into_bytes(),
+            Some(text),
+            false,
+        ),
+        _ => {
+            let mut c = std::process::Command::new("sleep");
+            c.arg("5");
+            (c, Vec::new(), None, true)
+        }
+    };
+    let kid = Kid {
+        expect,
+        got: Vec::new(),
+        stats: stats.clone(),
+    };
+    let stats2 = stats.clone();
+    stats.borrow_mut().spawned += 1;
+    let _ = lp.spawn_process(&mut cmd, kid).add_callbacks(
+        move |p: deferloop::process::Process| {
+            if let Some(t) = feed {
+                p.write(t.as_bytes());
+                p.close_stdin();
+            }
+            if kill {
+                let _ = p.kill();
+            }
+            Ok(())
+        },
+        move |_f: Failure| {
+            let mut st = stats2.borrow_mut();
+            st.spawned -= 1;
+            st.spawn_failures += 1;
+            Ok(())
+        },
+    );
+}
+
+/// Spawns a child every 20 ms until `stop`, then stops the loop.
+fn tick(lp: &Loop, stop: Arc<AtomicBool>, stats: Rc<RefCell<DaemonStats>>, n: u64) {
+    if stop.load(Relaxed) {
+        lp.stop();
+        return;
+    }
+    spawn_kid(lp, &stats, n);
+    let _ = lp.call_later(Duration::from_millis(20), move |lp| {
+        tick(lp, stop, stats, n + 1)
+    });
+}
+
+/// A loop with a SIGUSR1 handler that keeps a few children running until
+/// `stop`; then closes (killing and reaping what is left).
+fn daemons_thread(stop: Arc<AtomicBool>) -> DaemonStats {
+    let ev = EventLoop::new().expect("daemon loop");
+    let stats = Rc::new(RefCell::new(DaemonStats::default()));
+    let s2 = stats.clone();
+    let handler = ev
+        .add_signal_handler(deferloop::Signal::USR1, move |_, _| {
+            s2.borrow_mut().signals_heard += 1;
+        })
+        .expect("SIGUSR1 handler");
+    tick(&ev, stop, stats.clone(), 0);
+    let _ = ev.run();
+    handler.remove();
+    // Let the children spawned last finish, then close: the rest are killed.
+    let settle = ev.call_later(Duration::from_millis(300), |lp| lp.stop());
+    let _ = ev.run();
+    drop(settle);
+    ev.close().expect("close the daemon loop");
+    drop(ev);
+    let out = stats.borrow().clone();
+    out
+}
+
+/// Reaps whatever children the process still has: each one is a zombie or
+/// a child left running by someone (counted, then killed and reaped).
+fn reap_leftovers() -> u64 {
+    let mut left = 0;
+    loop {
+        // SAFETY: waitpid(-1, WNOHANG) with a null status pointer: asks for
+        // any exited child without blocking.
+        let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+        if r > 0 {
+            left += 1; // a zombie
+        } else if r == 0 {
+            // A live child: nobody reaps it. Count it and stop looking.
+            return left + 1;
+        } else {
+            return left; // ECHILD: no child at all
+        }
+    }
+}
+
 /// Runs the soak described by `cfg` and returns what it measured.
 pub fn run(cfg: &Config) -> Report {
     quiet_injected_panics();
@@ -1115,6 +1289,21 @@ pub fn run(cfg: &Config) -> Report {
     let cfg2 = cfg.clone();
     let client = thread::spawn(move || client_thread(cfg2, (addr, unix), tx, done_tx));
     let client_remote = rx.recv().expect("client up");
+    let stop_daemons = Arc::new(AtomicBool::new(false));
+    let sd = stop_daemons.clone();
+    let daemons = thread::spawn(move || daemons_thread(sd));
+    let (sd, sent) = (stop_daemons.clone(), Arc::new(AtomicU64::new(0)));
+    let sent2 = sent.clone();
+    let signaller = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50)); // the handler is in place
+        while !sd.load(Relaxed) {
+            // SAFETY: kill(2) to our own process with SIGUSR1, which the
+            // daemon loop handles until this thread has stopped.
+            unsafe { libc::kill(libc::getpid(), libc::SIGUSR1) };
+            sent2.fetch_add(1, Relaxed);
+            thread::sleep(Duration::from_millis(5));
+        }
+    });
 
     // Callers: threadsafe calls into both loops, and blocking calls.
     let counts: Arc<[AtomicU64; 6]> = Arc::new(Default::default());
@@ -1160,6 +1349,11 @@ pub fn run(cfg: &Config) -> Report {
     // The client says when its last connection has gone (after the deadline).
     let connected = done_rx.recv().unwrap_or(0);
     stop.store(true, Relaxed);
+    stop_daemons.store(true, Relaxed);
+    signaller.join().expect("signal thread");
+    let mut daemon_stats = daemons.join().expect("daemon thread");
+    daemon_stats.signals_sent = sent.load(Relaxed);
+    daemon_stats.left_behind = reap_leftovers();
     for c in callers {
         c.join().expect("caller thread");
     }
@@ -1212,6 +1406,7 @@ pub fn run(cfg: &Config) -> Report {
         rss: (rss0, rss_peak.load(Relaxed), rss_bytes()),
         heap: (heap0, HEAP_PEAK.load(Relaxed), HEAP.load(Relaxed)),
         fds: (fds0, open_fds()),
+        daemons: daemon_stats,
     }
 }
 

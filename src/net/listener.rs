@@ -10,11 +10,11 @@
 //! Tests: tests/net_tcp_echo.rs, tests/net_accept_backoff.rs.
 
 use super::conn::Conn;
+use super::drain::Tracker;
 use super::io::{StreamIo, Tcp};
 use super::{Protocol, SockAddr};
 use crate::reactor::{ExceptionContext, PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{succeed, Deferred, Error, Failure, Handle, Loop};
-use slab::Slab;
 use std::cell::RefCell;
 use std::fmt;
 use std::io;
@@ -97,14 +97,15 @@ struct State {
 
 /// A listening socket, as a source.
 pub(crate) struct ListenSource {
-    lp: WeakLoop,
+    pub(crate) lp: WeakLoop,
     key: SourceKey,
     at: &'static Location<'static>,
     st: RefCell<State>,
     /// `None` while it is called.
     factory: RefCell<Option<Factory>>,
-    /// The connections it accepted that are still open.
-    conns: RefCell<Slab<Weak<Conn>>>,
+    /// The connections it accepted that are still open (shared with the
+    /// `Listener` handles, so a stopped listener can still drain them).
+    conns: Rc<Tracker>,
     #[cfg(feature = "tls")]
     accept_hook: RefCell<Option<AcceptHook>>,
 }
@@ -120,6 +121,7 @@ pub(crate) fn listen(
     let fd = sock.fd();
     set_backlog(fd, DEFAULT_BACKLOG)?;
     let mut made = None;
+    let conns = Rc::new(Tracker::default());
     let key = lp.insert_source(at, |key, r| {
         r.register(sock.source(), key.token(), mio::Interest::READABLE)?;
         let src = Rc::new(ListenSource {
@@ -135,7 +137,7 @@ pub(crate) fn listen(
                 max_connections: None,
                 idle_timeout: None,
             }),
-            conns: RefCell::new(Slab::new()),
+            conns: conns.clone(),
             factory: RefCell::new(Some(factory)),
             #[cfg(feature = "tls")]
             accept_hook: RefCell::new(None),
@@ -147,6 +149,7 @@ pub(crate) fn listen(
     Ok(Listener {
         src: Rc::downgrade(&made.expect("built")),
         local,
+        conns,
     })
 }
 
@@ -257,7 +260,7 @@ impl Source for ListenSource {
 impl ListenSource {
     fn at_cap(&self, st: &State) -> bool {
         st.max_connections
-            .is_some_and(|max| self.conns.borrow().len() >= max)
+            .is_some_and(|max| self.conns.len() >= max)
     }
 
     fn accept_one(
@@ -278,11 +281,14 @@ impl ListenSource {
         match Conn::open(lp, io, proto, None, self.at) {
             Ok(conn) => {
                 // Count it until it is gone; below the cap again, accept again.
-                let slot = self.conns.borrow_mut().insert(Rc::downgrade(&conn));
+                let slot = self.conns.insert(Rc::downgrade(&conn));
                 let weak = Rc::downgrade(self);
+                let tracker = Rc::downgrade(&self.conns);
                 *conn.on_lost.borrow_mut() = Some(Box::new(move || {
+                    if let Some(t) = tracker.upgrade() {
+                        t.remove(slot);
+                    }
                     let Some(src) = weak.upgrade() else { return };
-                    src.conns.borrow_mut().try_remove(slot);
                     let capped = src.st.borrow().max_connections.is_some();
                     if let (Some(lp), true) = (src.lp.upgrade(), capped) {
                         src.st.borrow_mut().ready = true; // connections may be waiting
@@ -348,8 +354,9 @@ fn report(lp: &Loop, message: &str, failure: Failure, at: &'static Location<'sta
 /// does not cancel its call).
 #[derive(Clone)]
 pub struct Listener {
-    src: Weak<ListenSource>,
+    pub(crate) src: Weak<ListenSource>,
     local: SockAddr,
+    pub(crate) conns: Rc<Tracker>,
 }
 
 impl Listener {
@@ -439,18 +446,12 @@ impl Listener {
     /// The transports of the accepted connections still open (to close
     /// them, say, when shutting down).
     pub fn connections(&self) -> Vec<super::Transport> {
-        self.src.upgrade().map_or_else(Vec::new, |s| {
-            s.conns
-                .borrow()
-                .iter()
-                .map(|(_, c)| super::Transport { conn: c.clone() })
-                .collect()
-        })
+        self.conns.transports()
     }
 
-    /// Accepted connections still open.
+    /// Accepted connections still open (also after `stop_listening`).
     pub fn connection_count(&self) -> usize {
-        self.src.upgrade().map_or(0, |s| s.conns.borrow().len())
+        self.conns.len()
     }
 
     /// Gives every connection accepted from now on an idle timeout (see

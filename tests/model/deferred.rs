@@ -480,7 +480,12 @@ pub fn check(cancel_with: Option<CancellerM>, ops: Vec<Op>) -> Result<(), TestCa
                     d.add_callback(move |x| {
                         t.borrow_mut().push(format!("chain{id}:{x}"));
                         let (inner, ir) = Deferred::<i64>::new();
-                        slot.upgrade().unwrap().borrow_mut().push(ir);
+                        // After the check, while its state is torn down, the
+                        // list is gone: the Resolver is dropped, and the inner
+                        // Deferred is abandoned, as a dropped one is.
+                        if let Some(list) = slot.upgrade() {
+                            list.borrow_mut().push(ir);
+                        }
                         inner
                     })
                 });

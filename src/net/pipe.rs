@@ -1,0 +1,100 @@
+//! A child process's pipes as streams: [`PipeIo`], a [`StreamIo`] over one
+//! end of a non-blocking pipe, so a child's stdin gets the same write buffer
+//! and flow control as a socket, and its stdout/stderr the same reads.
+//! Owns `PipeIo` and `open`. Used by `crate::process`; tests: tests/process_*.rs.
+
+use super::conn::Conn;
+use super::io::StreamIo;
+use super::{Protocol, SockAddr, Transport};
+use crate::{Error, Loop};
+use mio::unix::pipe::{Receiver, Sender};
+use std::io::{self, Read, Write};
+use std::os::unix::io::{AsRawFd, RawFd};
+use std::panic::Location;
+
+/// One end of a pipe.
+pub(crate) enum PipeIo {
+    /// We write (a child's stdin). `None` once shut down: reads then say
+    /// end-of-file, so a half-closed stdin ends like a socket.
+    Write(Option<Sender>),
+    /// We read (a child's stdout or stderr).
+    Read(Receiver),
+}
+
+fn not_a_socket() -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, "a pipe has no address")
+}
+
+impl StreamIo for PipeIo {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            PipeIo::Read(rx) => rx.read(buf),
+            PipeIo::Write(Some(_)) => Err(io::ErrorKind::WouldBlock.into()),
+            PipeIo::Write(None) => Ok(0),
+        }
+    }
+
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        match self {
+            PipeIo::Write(Some(tx)) => tx.write(data),
+            _ => Err(io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        if let PipeIo::Write(tx) = self {
+            // Closing the fd also takes it out of the selector.
+            drop(tx.take());
+        }
+        Ok(())
+    }
+
+    fn peer_addr(&self) -> io::Result<SockAddr> {
+        Err(not_a_socket())
+    }
+
+    fn local_addr(&self) -> io::Result<SockAddr> {
+        Err(not_a_socket())
+    }
+
+    fn register(&mut self, r: &mio::Registry, token: mio::Token) -> io::Result<()> {
+        match self {
+            PipeIo::Write(Some(tx)) => r.register(tx, token, mio::Interest::WRITABLE),
+            PipeIo::Write(None) => Ok(()),
+            PipeIo::Read(rx) => r.register(rx, token, mio::Interest::READABLE),
+        }
+    }
+
+    fn deregister(&mut self, r: &mio::Registry) {
+        let _ = match self {
+            PipeIo::Write(Some(tx)) => r.deregister(tx),
+            PipeIo::Write(None) => Ok(()),
+            PipeIo::Read(rx) => r.deregister(rx),
+        };
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        match self {
+            PipeIo::Write(Some(tx)) => Some(tx.as_raw_fd()),
+            PipeIo::Write(None) => None,
+            PipeIo::Read(rx) => Some(rx.as_raw_fd()),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "pipe"
+    }
+}
+
+/// Registers one end of a pipe as a connection with `proto`, and starts it
+/// (`connection_made` at once). Returns its transport.
+pub(crate) fn open(
+    lp: &Loop,
+    io: PipeIo,
+    proto: Box<dyn Protocol>,
+    at: &'static Location<'static>,
+) -> Result<Transport, Error> {
+    let conn = Conn::open(lp, Box::new(io), proto, None, at)?;
+    conn.start(lp);
+    Ok(conn.transport())
+}

@@ -1,0 +1,294 @@
+//! Host names: "host:port" targets, lookups on the resolver's own pool with a
+//! timeout and cancellation, and Happy Eyeballs over the addresses. Only
+//! loopback addresses and sockets this test made are ever contacted; lookups
+//! other than "localhost" go to a resolver function the test supplies.
+
+use deferloop::net::{ConnectOptions, HostResolver, Protocol, Target, Transport};
+use deferloop::{EventLoop, Failure};
+use std::cell::Cell;
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::io::AsRawFd;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+struct Quiet(Rc<Cell<u32>>);
+impl Protocol for Quiet {
+    fn connection_made(&mut self, _: &Transport) {
+        self.0.set(self.0.get() + 1);
+    }
+    fn data_received(&mut self, _: &Transport, _: &[u8]) {}
+}
+
+fn quiet() -> (Quiet, Rc<Cell<u32>>) {
+    let c = Rc::new(Cell::new(0));
+    (Quiet(c.clone()), c)
+}
+
+fn table(addrs: Vec<SocketAddr>) -> HostResolver {
+    HostResolver::with_lookup(2, move |host, _| {
+        if host == "db.test" {
+            Ok(addrs.clone())
+        } else {
+            Err(io::Error::new(io::ErrorKind::NotFound, "no such host"))
+        }
+    })
+}
+
+fn options(resolver: HostResolver) -> ConnectOptions {
+    ConnectOptions {
+        resolver,
+        ..ConnectOptions::default()
+    }
+}
+
+/// A port with nothing listening on it (bound, then closed).
+fn closed_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+/// A listener whose accept queue is full: a connect to it is never answered.
+fn black_hole() -> (TcpListener, Vec<std::net::TcpStream>, SocketAddr) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: listen(2) again on our own listening socket: backlog 0.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let addr = l.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..3 {
+        if let Ok(s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)) {
+            fillers.push(s);
+        }
+    }
+    (l, fillers, addr)
+}
+
+#[test]
+fn targets_parse_from_host_port_strings_pairs_and_addresses() {
+    assert_eq!(
+        Target::from("db.internal:5432").to_string(),
+        "db.internal:5432"
+    );
+    assert_eq!(
+        Target::from("[::1]:80").as_addr(),
+        Some("[::1]:80".parse().unwrap())
+    );
+    assert_eq!(
+        Target::from(("127.0.0.1", 7)).as_addr(),
+        Some("127.0.0.1:7".parse().unwrap())
+    );
+    let ev = EventLoop::new().unwrap();
+    for bad in ["no-port", "host:notaport", ":80", "a:b:c"] {
+        let (p, made) = quiet();
+        let e = ev
+            .run_until(ev.connect_tcp_to(bad, p).connected())
+            .unwrap_err();
+        assert!(e.to_string().contains(bad), "{e}");
+        assert_eq!(made.get(), 0);
+    }
+}
+
+#[test]
+fn localhost_connects_to_whichever_family_listens() {
+    let ev = EventLoop::new().unwrap();
+    let (p, _) = quiet();
+    let server = ev.listen_tcp("127.0.0.1:0".parse().unwrap(), move || {
+        let (p, _) = quiet();
+        p
+    });
+    let server = server.unwrap();
+    drop(p);
+    let port = server.local_addr().as_inet().unwrap().port();
+    let (p, made) = quiet();
+    let t0 = Instant::now();
+    let t = ev
+        .run_until(
+            ev.connect_tcp_to(format!("localhost:{port}"), p)
+                .connected(),
+        )
+        .unwrap();
+    assert_eq!(made.get(), 1);
+    assert_eq!(
+        t.peer_addr().unwrap().as_inet().unwrap(),
+        SocketAddr::from(([127, 0, 0, 1], port))
+    );
+    // If localhost is also ::1 (refused at once here), the next address is
+    // tried at once, not after the attempt delay.
+    assert!(
+        t0.elapsed() < Duration::from_millis(240),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn a_first_address_that_never_answers_loses_to_the_second_after_the_delay() {
+    let ev = EventLoop::new().unwrap();
+    let (_hole, _fillers, hole) = black_hole();
+    let server = ev
+        .listen_tcp("127.0.0.1:0".parse().unwrap(), || quiet().0)
+        .unwrap();
+    let good = server.local_addr().as_inet().unwrap();
+    let (p, made) = quiet();
+    let t0 = Instant::now();
+    let conn = ev.connect_tcp_with("db.test:1", p, &options(table(vec![hole, good])));
+    let t = ev.run_until(conn.connected()).unwrap();
+    let took = t0.elapsed();
+    assert_eq!(t.peer_addr().unwrap().as_inet(), Some(good));
+    assert!(
+        took >= Duration::from_millis(240),
+        "waited for the delay: {took:?}"
+    );
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert_eq!(made.get(), 1);
+    // The losing attempt was closed: only the winner and the server remain.
+    ev.call_later(Duration::from_millis(10), |_| {}).unwrap();
+    ev.run_once().unwrap();
+    assert_eq!(ev.io_source_count(), 3, "listener, client, accepted");
+}
+
+#[test]
+fn when_every_address_fails_the_error_names_the_host_and_each_address() {
+    let ev = EventLoop::new().unwrap();
+    let (a, b) = (closed_port(), closed_port());
+    let (p, made) = quiet();
+    let conn = ev.connect_tcp_with("db.test:5432", p, &options(table(vec![a, b])));
+    let e = ev.run_until(conn.connected()).unwrap_err().to_string();
+    assert!(e.contains("db.test:5432"), "{e}");
+    assert!(
+        e.contains(&a.to_string()) && e.contains(&b.to_string()),
+        "{e}"
+    );
+    assert_eq!(made.get(), 0, "no protocol method");
+    assert_eq!(ev.io_source_count(), 0);
+}
+
+#[test]
+fn a_host_that_does_not_resolve_fails_with_its_name() {
+    let ev = EventLoop::new().unwrap();
+    let (p, made) = quiet();
+    let conn = ev.connect_tcp_with("nowhere.test:80", p, &options(table(vec![])));
+    let e = ev.run_until(conn.connected()).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("nowhere.test") && text.contains("no such host"),
+        "{text}"
+    );
+    assert_eq!(made.get(), 0);
+    // And a lookup that answers with nothing.
+    let r = table(vec![]);
+    let e = ev
+        .run_until(r.lookup(&ev, "db.test", 1, Duration::from_secs(5)))
+        .unwrap_err();
+    assert!(e.to_string().contains("no addresses"), "{e}");
+}
+
+#[test]
+fn a_lookup_slower_than_its_timeout_fails_in_time() {
+    let ev = EventLoop::new().unwrap();
+    let slow = HostResolver::with_lookup(1, |_, port| {
+        std::thread::sleep(Duration::from_millis(600));
+        Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
+    });
+    let t0 = Instant::now();
+    let e = ev
+        .run_until(slow.lookup(&ev, "slow.test", 1, Duration::from_millis(100)))
+        .unwrap_err();
+    let took = t0.elapsed();
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    let f: &Failure = &e;
+    let io = f.downcast_ref::<io::Error>().expect("an io::Error");
+    assert_eq!(io.kind(), io::ErrorKind::TimedOut);
+    assert!(io.to_string().contains("slow.test"), "{io}");
+
+    // Through connect: the connection fails the same way, protocol uncalled.
+    let (p, made) = quiet();
+    let opts = ConnectOptions {
+        resolver: slow,
+        lookup_timeout: Duration::from_millis(50),
+        ..ConnectOptions::default()
+    };
+    let e = ev
+        .run_until(ev.connect_tcp_with("slow.test:1", p, &opts).connected())
+        .unwrap_err();
+    assert!(e.to_string().contains("slow.test"), "{e}");
+    assert_eq!(made.get(), 0);
+}
+
+#[test]
+fn cancelling_a_connect_during_its_lookup_abandons_it() {
+    let ev = EventLoop::new().unwrap();
+    let slow = HostResolver::with_lookup(1, |_, port| {
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
+    });
+    let (p, made) = quiet();
+    let d = ev
+        .connect_tcp_with("slow.test:1", p, &options(slow))
+        .connected();
+    d.cancel();
+    let e = ev.run_until(d).unwrap_err();
+    assert!(e.check::<deferloop::deferred::Cancelled>(), "{e}");
+    // The late answer finds nothing to do.
+    std::thread::sleep(Duration::from_millis(300));
+    ev.call_later(Duration::from_millis(10), |_| {}).unwrap();
+    ev.run_once().unwrap();
+    assert_eq!(made.get(), 0);
+    assert_eq!(ev.io_source_count(), 0);
+}
+
+#[test]
+fn lookups_do_not_wait_for_a_busy_thread_pool() {
+    let ev = EventLoop::new().unwrap();
+    ev.set_max_threads(1).unwrap();
+    let busy = ev.defer_to_thread(|| std::thread::sleep(Duration::from_millis(800)));
+    let t0 = Instant::now();
+    let addrs = ev
+        .run_until(table(vec![closed_port()]).lookup(&ev, "db.test", 1, Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(addrs.len(), 1);
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
+    ev.run_until(busy).unwrap();
+}
+
+#[test]
+fn udp_connects_to_a_host_name() {
+    use deferloop::net::{DatagramProtocol, DatagramTransport};
+    struct Echo;
+    impl DatagramProtocol for Echo {
+        fn datagram_received(&mut self, t: &DatagramTransport, data: &[u8], from: SocketAddr) {
+            t.send_to(data, from);
+        }
+    }
+    struct Ping(Rc<Cell<bool>>);
+    impl DatagramProtocol for Ping {
+        fn connection_made(&mut self, t: &DatagramTransport) {
+            t.send(b"ping");
+        }
+        fn datagram_received(&mut self, t: &DatagramTransport, data: &[u8], _: SocketAddr) {
+            assert_eq!(data, b"ping");
+            self.0.set(true);
+            t.close();
+        }
+    }
+    let ev = EventLoop::new().unwrap();
+    let first = ev
+        .run_until(HostResolver::system().lookup(&ev, "localhost", 0, Duration::from_secs(5)))
+        .unwrap()[0];
+    let server = ev.listen_udp(first, Echo).unwrap();
+    let port = server.local_addr().unwrap().port();
+    let got = Rc::new(Cell::new(false));
+    let _t = ev
+        .run_until(ev.connect_udp_to(format!("localhost:{port}").as_str(), Ping(got.clone())))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !got.get() {
+        assert!(Instant::now() < deadline);
+        ev.call_later(Duration::from_millis(10), |_| {}).unwrap();
+        ev.run_once().unwrap();
+    }
+}

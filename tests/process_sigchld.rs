@@ -1,0 +1,65 @@
+//! Child processes watched through SIGCHLD, as on kernels without pidfds:
+//! exits and kills are noticed, several loops on several threads each reap
+//! only their own children, and closing a loop reaps what it still had.
+
+#[path = "util/process.rs"]
+mod util;
+
+use deferloop::process::set_use_pidfd;
+use deferloop::EventLoop;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+use util::{assert_reaped, Recorder};
+
+fn exits_and_kills_on_one_loop() {
+    set_use_pidfd(false);
+    let ev = EventLoop::new().unwrap();
+    let mut pids = Vec::new();
+    for i in 0..5 {
+        let (rec, log) = Recorder::new();
+        let p = ev
+            .run_until(ev.spawn_process(
+                Command::new("sh").args(["-c", &format!("echo {i}; exit {i}")]),
+                rec,
+            ))
+            .unwrap();
+        let status = ev.run_until(p.wait()).unwrap();
+        assert_eq!(status.code(), Some(i));
+        assert_eq!(util::stdout(&log.borrow()), format!("{i}\n").as_bytes());
+        pids.push(p.pid());
+    }
+    let (rec, _) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .unwrap();
+    p.kill().unwrap();
+    assert_eq!(
+        ev.run_until(p.wait()).unwrap().signal(),
+        Some(libc::SIGKILL)
+    );
+    pids.push(p.pid());
+    let (rec, _) = Recorder::new();
+    let running = ev
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .unwrap();
+    pids.push(running.pid());
+    drop(ev);
+    for pid in pids {
+        assert_reaped(pid);
+    }
+}
+
+#[test]
+fn sigchld_watches_exits_on_one_loop() {
+    exits_and_kills_on_one_loop();
+}
+
+#[test]
+fn sigchld_watches_exits_on_loops_on_other_threads() {
+    let threads: Vec<_> = (0..3)
+        .map(|_| std::thread::spawn(exits_and_kills_on_one_loop))
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}

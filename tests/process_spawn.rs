@@ -1,0 +1,224 @@
+//! Child processes: output, stdin with flow control, exits and signals, the
+//! mistakes users make, and no zombie left behind — also when the loop closes.
+//! (tests/process_sigchld.rs runs the same kind of checks without pidfds.)
+
+#[path = "util/process.rs"]
+mod util;
+
+use deferloop::process::{ChildPipe, Process, ProcessProtocol};
+use deferloop::{EventLoop, Failure};
+use std::cell::RefCell;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use util::{assert_reaped, Event, Recorder};
+
+fn sh(script: &str) -> Command {
+    let mut c = Command::new("sh");
+    c.args(["-c", script]);
+    c
+}
+
+#[test]
+fn output_arrives_then_process_exited_once() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, log) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(&mut sh("echo out; echo err >&2; exit 3"), rec))
+        .unwrap();
+    let status = ev.run_until(p.wait()).unwrap();
+    assert_eq!(status.code(), Some(3));
+    let log = log.borrow();
+    assert_eq!(util::stdout(&log), b"out\n");
+    assert_eq!(util::stderr(&log), b"err\n");
+    assert_eq!(
+        log.iter().filter(|e| matches!(e, Event::Exited(_))).count(),
+        1
+    );
+    assert!(matches!(log.last(), Some(Event::Exited(_))), "{log:?}");
+    assert_reaped(p.pid());
+}
+
+#[test]
+fn a_child_that_closes_stdout_but_keeps_running() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, log) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(&mut sh("exec 1>&-; sleep 0.3; echo late >&2"), rec))
+        .unwrap();
+    let started = Instant::now();
+    let status = ev.run_until(p.wait()).unwrap();
+    assert!(status.success());
+    let log = log.borrow();
+    let closed = log
+        .iter()
+        .position(|e| matches!(e, Event::Closed(ChildPipe::Stdout, _)))
+        .expect("stdout closed");
+    let exited = log
+        .iter()
+        .position(|e| matches!(e, Event::Exited(_)))
+        .unwrap();
+    assert!(closed < exited);
+    match &log[closed] {
+        Event::Closed(_, Some(at)) => assert!(
+            at.duration_since(started) < Duration::from_millis(250),
+            "stdout's end is heard while the child still runs"
+        ),
+        e => panic!("{e:?}"),
+    }
+    assert_eq!(util::stderr(&log), b"late\n");
+    assert_reaped(p.pid());
+}
+
+#[test]
+fn a_child_that_exits_with_output_still_unread_loses_none() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, log) = Recorder::new();
+    let d = ev.spawn_process(&mut sh("head -c 50000 /dev/zero; exit 0"), rec);
+    // The child writes and exits before the loop reads a byte.
+    std::thread::sleep(Duration::from_millis(300));
+    let p = ev.run_until(d).unwrap();
+    ev.run_until(p.wait()).unwrap();
+    assert_eq!(util::stdout(&log.borrow()).len(), 50_000);
+    assert_reaped(p.pid());
+}
+
+#[test]
+fn a_child_killed_by_a_signal_reports_it() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, _log) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .unwrap();
+    p.kill().unwrap();
+    let status = ev.run_until(p.wait()).unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    assert!(p.kill().is_err(), "a reaped child cannot be signalled");
+    assert_reaped(p.pid());
+
+    let (rec, _log) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .unwrap();
+    p.signal(deferloop::Signal::TERM).unwrap();
+    assert_eq!(
+        ev.run_until(p.wait()).unwrap().signal(),
+        Some(libc::SIGTERM)
+    );
+}
+
+#[test]
+fn stdin_is_a_transport_with_flow_control() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, log) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(&mut Command::new("cat"), rec))
+        .unwrap();
+    let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
+    p.write(&data);
+    assert!(p.stdin().unwrap().is_writing_paused() || p.stdin().unwrap().write_buffer_size() > 0);
+    p.close_stdin();
+    let status = ev.run_until(p.wait()).unwrap();
+    assert!(status.success());
+    let log = log.borrow();
+    assert!(util::stdout(&log) == data, "every byte came back");
+    assert!(
+        log.iter().any(|e| matches!(e, Event::Paused)),
+        "{:?}",
+        log.len()
+    );
+    assert_reaped(p.pid());
+}
+
+fn spawn_error(ev: &EventLoop, cmd: &mut Command) -> String {
+    let (rec, log) = Recorder::new();
+    let err = ev.run_until(ev.spawn_process(cmd, rec)).unwrap_err();
+    assert!(
+        log.borrow().is_empty(),
+        "no protocol method for a failed spawn"
+    );
+    err.to_string()
+}
+
+#[test]
+fn the_mistakes_users_make_name_the_command() {
+    let ev = EventLoop::new().unwrap();
+    let msg = spawn_error(&ev, &mut Command::new("deferloop-no-such-program"));
+    assert!(msg.contains("deferloop-no-such-program"), "{msg}");
+    assert!(msg.contains("not found"), "{msg}");
+
+    let dir = std::env::temp_dir().join(format!("deferloop-noexec-{}", std::process::id()));
+    std::fs::write(&dir, "#!/bin/sh\necho hi\n").unwrap();
+    let msg = spawn_error(&ev, &mut Command::new(&dir));
+    std::fs::remove_file(&dir).unwrap();
+    assert!(msg.contains(&*dir.to_string_lossy()), "{msg}");
+    assert!(msg.contains("permission denied"), "{msg}");
+
+    let mut cmd = Command::new("true");
+    cmd.current_dir("/deferloop/no/such/dir");
+    let msg = spawn_error(&ev, &mut cmd);
+    assert!(
+        msg.contains("true") && msg.contains("/deferloop/no/such/dir"),
+        "{msg}"
+    );
+    assert!(msg.contains("working directory"), "{msg}");
+    assert_eq!(ev.io_source_count(), 0, "nothing left registered");
+}
+
+#[test]
+fn closing_the_loop_kills_and_reaps_its_children_unless_detached() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, _) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .unwrap();
+    let (rec, _) = Recorder::new();
+    let detached = ev
+        .run_until(ev.spawn_process(Command::new("sleep").arg("0.3"), rec))
+        .unwrap();
+    detached.detach();
+    let waited: Rc<RefCell<Option<String>>> = Rc::default();
+    let w2 = waited.clone();
+    let _ = p
+        .wait()
+        .add_callback(|_| Ok(()))
+        .add_errback(move |f: Failure| {
+            *w2.borrow_mut() = Some(f.to_string());
+            Ok(())
+        });
+    let (pid, dpid) = (p.pid(), detached.pid());
+    drop(ev);
+    assert_reaped(pid);
+    assert!(
+        waited.borrow().is_some(),
+        "wait() fails when the loop closes"
+    );
+    // The detached child runs on, then is reaped by its thread.
+    assert!(util::alive(dpid));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while util::alive(dpid) || !util::reaped(dpid) {
+        assert!(Instant::now() < deadline, "detached child not reaped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_panicking_process_protocol_is_contained() {
+    struct Boom;
+    impl ProcessProtocol for Boom {
+        fn out_received(&mut self, _: &Process, _: &[u8]) {
+            panic!("boom");
+        }
+    }
+    let ev = EventLoop::new().unwrap();
+    let reported = Rc::new(RefCell::new(0));
+    let r2 = reported.clone();
+    ev.set_exception_handler(move |_, _| *r2.borrow_mut() += 1);
+    let p = ev
+        .run_until(ev.spawn_process(&mut sh("echo x"), Boom))
+        .unwrap();
+    let status: ExitStatus = ev.run_until(p.wait()).unwrap();
+    assert!(status.success());
+    assert_eq!(*reported.borrow(), 1);
+}
