@@ -48,6 +48,8 @@ mod echo_server;
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The library reports through `log`: show its warnings (RUST_LOG overrides).
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let mut args = std::env::args().skip(1);
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:0".into());
     let ev = EventLoop::new()?;

@@ -43,6 +43,8 @@ pub fn fan_out(lp: &Loop, backends: &[SocketAddr], timeout: Duration) -> Deferre
 
 #[allow(dead_code)]
 fn main() -> Result<(), deferloop::Error> {
+    // The library reports through `log`: show its warnings (RUST_LOG overrides).
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let ev = EventLoop::new()?;
     for (addrs, timeout) in backends::scenarios() {
         match ev.run_until(fan_out(&ev, &addrs, timeout)) {

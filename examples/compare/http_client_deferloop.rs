@@ -120,6 +120,8 @@ pub fn fetch_all(
 
 #[allow(dead_code)]
 fn main() -> Result<(), deferloop::Error> {
+    // The library reports through `log`: show its warnings (RUST_LOG overrides).
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let (addr, _) = http_backend::spawn();
     let paths: Vec<String> = http_backend::paths().into_iter().map(|(p, _)| p).collect();
     let ev = EventLoop::new()?;

@@ -69,6 +69,8 @@ pub fn start(ev: &EventLoop, addr: SocketAddr) -> Result<Listener, deferloop::Er
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The library reports through `log`: show its warnings (RUST_LOG overrides).
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:0".into());

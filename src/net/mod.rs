@@ -65,6 +65,7 @@ mod protocol;
 mod relay;
 mod resolve;
 mod stream;
+mod stream_state;
 mod tcp;
 #[cfg(feature = "tls")]
 pub mod tls;

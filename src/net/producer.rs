@@ -3,7 +3,8 @@
 //! the generator producer behind [`Stream::produce`].
 //! Tests: tests/net_producer_*.rs.
 
-use super::stream::{Shared, Stream};
+use super::stream::Stream;
+use super::stream_state::Shared;
 use super::Transport;
 use crate::{Deferred, Failure, Resolver};
 use std::io;

@@ -3,7 +3,8 @@
 //! the producer that pauses the source. Tests: tests/net_relay_*.rs.
 
 use super::producer::Producer;
-use super::stream::{update_reading, Shared, Stream};
+use super::stream::Stream;
+use super::stream_state::{update_reading, Shared};
 use super::Transport;
 use crate::{Deferred, Failure, Resolver};
 use std::cell::RefCell;

@@ -5,18 +5,16 @@
 //! Tests: tests/net_stream_*.rs.
 
 use super::memory::{self, Peer};
-use super::producer::Producer;
-use super::relay::Tap;
+use super::stream_state::{lost, pump, update_reading, Request, Shared, State, Want};
 use super::{Listener, Protocol, Transport};
 use crate::deferred::Cancelled;
 use crate::reactor::WeakLoop;
-use crate::{Deferred, Error, Failure, Loop, Resolver};
+use crate::{Deferred, Error, Failure, Loop};
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::Deref;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 
 /// How many bytes a [`Stream`] buffers before it stops reading its
 /// connection, and the longest line [`Stream::read_line`] accepts: 64 KiB,
@@ -66,181 +64,6 @@ impl fmt::Display for IncompleteRead {
 }
 
 impl std::error::Error for IncompleteRead {}
-
-enum Want {
-    Until(Vec<u8>),
-    Exactly(usize),
-    Some,
-}
-
-struct Request {
-    id: u64,
-    want: Want,
-    done: Resolver<Vec<u8>>,
-}
-
-/// A request to fire, and what with.
-type Answer = (Resolver<Vec<u8>>, Result<Vec<u8>, Failure>);
-
-/// The state behind every clone of one [`Stream`].
-pub(super) struct State {
-    buf: Vec<u8>,
-    /// `buf[pos..]` is unread.
-    pos: usize,
-    /// How far past `pos` the head request's delimiter was looked for.
-    scanned: usize,
-    limit: usize,
-    eof: bool,
-    /// Set once the connection is gone (or its connect failed): the reason.
-    pub(super) lost: Option<Option<Failure>>,
-    pending: VecDeque<Request>,
-    next_id: u64,
-    delivering: bool,
-    scheduled: bool,
-    /// A consumer this stream is piped into asked it to pause.
-    pub(super) held: bool,
-    /// Whether this stream paused its transport's reading.
-    paused: bool,
-    connected: Option<Result<(), Failure>>,
-    waiters: Vec<Resolver<()>>,
-    lp: WeakLoop,
-    /// The producer writing into this stream (see `producer.rs`).
-    pub(super) producer: Option<Box<dyn Producer>>,
-    pub(super) producer_gen: u64,
-    /// Where this stream's bytes go while it is piped (see `relay.rs`).
-    pub(super) tap: Option<Tap>,
-}
-
-impl State {
-    fn new(lp: WeakLoop) -> State {
-        State {
-            buf: Vec::new(),
-            pos: 0,
-            scanned: 0,
-            limit: DEFAULT_READ_LIMIT,
-            eof: false,
-            lost: None,
-            pending: VecDeque::new(),
-            next_id: 0,
-            delivering: false,
-            scheduled: false,
-            held: false,
-            paused: false,
-            connected: None,
-            waiters: Vec::new(),
-            lp,
-            producer: None,
-            producer_gen: 0,
-            tap: None,
-        }
-    }
-
-    pub(super) fn buffered_len(&self) -> usize {
-        self.available()
-    }
-
-    pub(super) fn at_eof(&self) -> bool {
-        self.eof
-    }
-
-    fn available(&self) -> usize {
-        self.buf.len() - self.pos
-    }
-
-    pub(super) fn take(&mut self, n: usize) -> Vec<u8> {
-        let out = self.buf[self.pos..self.pos + n].to_vec();
-        self.consume(n);
-        out
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.pos += n;
-        self.scanned = 0;
-        if self.pos == self.buf.len() {
-            self.buf.clear();
-            self.pos = 0;
-        } else if self.pos > self.buf.len() / 2 && self.pos > 4096 {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
-        }
-    }
-
-    fn push(&mut self, data: &[u8]) {
-        self.buf.extend_from_slice(data);
-    }
-
-    /// The failure a read that cannot complete gets: the connection's loss
-    /// reason, or `partial` as an [`IncompleteRead`].
-    fn ended(&mut self, expected: Option<usize>) -> Failure {
-        match &self.lost {
-            Some(Some(f)) => f.clone(),
-            _ => {
-                let n = self.available();
-                Failure::new(IncompleteRead {
-                    partial: self.take(n),
-                    expected,
-                })
-            }
-        }
-    }
-
-    /// The head request and its result, if it can complete now.
-    fn next_ready(&mut self) -> Option<Answer> {
-        let ended = self.eof || self.lost.is_some();
-        let head = self.pending.front()?;
-        let avail = self.available();
-        let result = match &head.want {
-            Want::Some if avail > 0 => Ok(self.take(avail)),
-            Want::Some if ended => match &self.lost {
-                Some(Some(f)) => Err(f.clone()),
-                _ => Ok(Vec::new()),
-            },
-            Want::Exactly(n) if avail >= *n => Ok(self.take(*n)),
-            Want::Exactly(n) if ended => Err(self.ended(Some(*n))),
-            Want::Until(delim) => {
-                let delim = delim.clone();
-                let from = self.scanned.saturating_sub(delim.len());
-                let found = self.buf[self.pos + from..]
-                    .windows(delim.len().max(1))
-                    .position(|w| w == delim.as_slice())
-                    .map(|i| from + i + delim.len());
-                match found {
-                    Some(end) if end <= self.limit => Ok(self.take(end)),
-                    Some(end) => {
-                        self.consume(end);
-                        Err(Failure::new(LineTooLong { limit: self.limit }))
-                    }
-                    None if avail >= self.limit => {
-                        self.consume(avail);
-                        Err(Failure::new(LineTooLong { limit: self.limit }))
-                    }
-                    None if ended => Err(self.ended(None)),
-                    None => {
-                        self.scanned = avail;
-                        return None;
-                    }
-                }
-            }
-            _ => return None,
-        };
-        let head = self.pending.pop_front().expect("the head request");
-        self.scanned = 0;
-        Some((head.done, result))
-    }
-
-    /// Whether reading should be paused: a consumer asked, or the buffer is
-    /// full and the head request cannot use more.
-    fn should_pause(&self) -> bool {
-        let avail = self.available();
-        let needs_more = matches!(
-            self.pending.front(),
-            Some(Request { want: Want::Exactly(n), .. }) if *n > avail
-        );
-        self.held || (avail >= self.limit && !needs_more)
-    }
-}
-
-pub(super) type Shared = RefCell<State>;
 
 /// A connection read with Deferreds: the callback form of asyncio's
 /// `StreamReader`, with the connection's [`Transport`] for writing
@@ -562,90 +385,8 @@ impl Stream {
     }
 }
 
-/// Fires every request that can complete, one after the other, at constant
-/// stack depth: a read asked from a callback fired here is queued and fired
-/// by this loop once that callback returns.
-pub(super) fn pump(shared: &Rc<Shared>, transport: &Transport) {
-    if std::mem::replace(&mut shared.borrow_mut().delivering, true) {
-        return;
-    }
-    struct Done<'a>(&'a Shared);
-    impl Drop for Done<'_> {
-        fn drop(&mut self) {
-            self.0.borrow_mut().delivering = false;
-        }
-    }
-    let guard = Done(shared);
-    loop {
-        let next = shared.borrow_mut().next_ready();
-        match next {
-            Some((done, result)) => {
-                let _ = done.resolve(result);
-            }
-            None => break,
-        }
-    }
-    drop(guard);
-    update_reading(shared, transport);
-}
-
-pub(super) fn update_reading(shared: &Shared, transport: &Transport) {
-    let mut st = shared.borrow_mut();
-    if st.lost.is_some() {
-        return;
-    }
-    let pause = st.should_pause();
-    if pause != st.paused {
-        st.paused = pause;
-        drop(st);
-        if pause {
-            transport.pause_reading();
-        } else {
-            transport.resume_reading();
-        }
-    }
-}
-
-/// The connection is gone (or never came up): fail what waits, stop the
-/// producer, end the pipe.
-fn lost(shared: &Rc<Shared>, reason: Option<Failure>) {
-    let (waiters, producer, tap) = {
-        let mut st = shared.borrow_mut();
-        if st.lost.is_some() {
-            return;
-        }
-        st.lost = Some(reason.clone());
-        let waiters = if st.connected.is_none() {
-            let r = reason
-                .clone()
-                .unwrap_or_else(|| Failure::msg("closed before it was up"));
-            st.connected = Some(Err(r.clone()));
-            std::mem::take(&mut st.waiters)
-                .into_iter()
-                .map(|w| (w, r.clone()))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        st.producer_gen += 1;
-        (waiters, st.producer.take(), st.tap.take())
-    };
-    for (w, f) in waiters {
-        let _ = w.errback(f);
-    }
-    if let Some(mut p) = producer {
-        p.stop_producing(reason.clone());
-    }
-    if let Some(tap) = tap {
-        tap.source_lost(reason);
-    }
-    // Nothing reads any more: fail or answer what waits.
-    let dead = Transport { conn: Weak::new() };
-    pump(shared, &dead);
-}
-
 /// The protocol behind a [`Stream`]: feeds its buffer, completes its reads,
-/// and passes the connection's pauses on to a [`Producer`]. Use it where a
+/// and passes the connection's pauses on to a [`Producer`](super::Producer). Use it where a
 /// protocol value is wanted: with [`Loop::listen_tcp`](crate::Loop::listen_tcp),
 /// [`Loop::connect_unix`](crate::Loop::connect_unix) or
 /// [`memory::open`](super::memory::open).
