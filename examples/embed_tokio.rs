@@ -23,7 +23,10 @@ pub async fn drive(lp: &Loop) -> io::Result<()> {
     // its descriptor, open and unchanged for as long as the `AsyncFd` lives.
     let fd = unsafe { AsyncFd::register_with_interest(PollFd(lp.clone()), Interest::READABLE) }?;
     loop {
-        if lp.run_once_timeout(Duration::ZERO).map_err(io::Error::other)? {
+        if lp
+            .run_once_timeout(Duration::ZERO)
+            .map_err(io::Error::other)?
+        {
             return Ok(()); // stop() was called
         }
         match lp.timeout() {

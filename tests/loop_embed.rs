@@ -102,7 +102,10 @@ fn callbacks_scheduled_between_turns_reach_the_host() {
     let r = ran.clone();
     ev.call_soon(move |_| r.set(r.get() + 1)).unwrap();
     assert_eq!(ev.timeout(), Some(Duration::ZERO), "queued: zero");
-    assert!(readable(fd, 0), "and the fd says so to a host already asleep");
+    assert!(
+        readable(fd, 0),
+        "and the fd says so to a host already asleep"
+    );
     ev.run_once_timeout(Duration::ZERO).unwrap();
     assert_eq!(ran.get(), 1);
     assert_eq!(ev.timeout(), None);
@@ -145,7 +148,10 @@ fn the_turn_waits_no_longer_than_asked() {
     let ev = EventLoop::new().unwrap();
     let t0 = Instant::now();
     ev.run_once_timeout(Duration::ZERO).unwrap();
-    assert!(t0.elapsed() < Duration::from_millis(50), "zero: never waits");
+    assert!(
+        t0.elapsed() < Duration::from_millis(50),
+        "zero: never waits"
+    );
     let t0 = Instant::now();
     ev.run_once_timeout(Duration::from_millis(40)).unwrap();
     let took = t0.elapsed();
@@ -196,11 +202,11 @@ fn a_loop_may_run_a_turn_inside_another_loops_callback() {
     host.call_soon(move |host_lp| {
         g.run_once_timeout(Duration::ZERO).unwrap();
         // The host is current again.
-        assert_eq!(
-            Loop::current().unwrap().turn_count(),
-            host_lp.turn_count()
+        assert_eq!(Loop::current().unwrap().turn_count(), host_lp.turn_count());
+        assert!(
+            matches!(g.run(), Err(Error::Running)),
+            "run() still refuses"
         );
-        assert!(matches!(g.run(), Err(Error::Running)), "run() still refuses");
         host_lp.stop();
     })
     .unwrap();

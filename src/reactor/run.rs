@@ -155,8 +155,7 @@ impl<'a> RunGuard<'a> {
         inner.check_open()?;
         if inner.running.get()
             || (!embedded
-                && CURRENT_LOOP
-                    .with(|c| c.borrow().as_ref().is_some_and(|w| w.strong_count() > 0)))
+                && CURRENT_LOOP.with(|c| c.borrow().as_ref().is_some_and(|w| w.strong_count() > 0)))
         {
             return Err(Error::Running);
         }
