@@ -32,17 +32,12 @@ pub async fn drive(lp: &Loop) -> io::Result<()> {
         match lp.timeout() {
             // Callbacks queued: let tokio's tasks run, then another turn.
             Some(t) if t.is_zero() => tokio::task::yield_now().await,
-            t => {
-                let deadline = async {
-                    match t {
-                        Some(t) => tokio::time::sleep(t).await, // rounds up to 1 ms
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    // Edge-triggered in tokio: clear before the turn, never after.
-                    g = fd.readable() => g?.clear_ready(),
-                    () = deadline => {}
+            // Edge-triggered in tokio: clear before the turn, never after.
+            None => fd.readable().await?.clear_ready(),
+            Some(t) => {
+                // A timer: wait for the fd or the deadline (rounded up to 1 ms).
+                if let Ok(g) = tokio::time::timeout(t, fd.readable()).await {
+                    g?.clear_ready();
                 }
             }
         }

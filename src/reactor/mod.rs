@@ -68,6 +68,9 @@ pub(crate) struct Inner {
     /// The spare buffer the remote queue is swapped with (no allocation per drain).
     spare: RefCell<Vec<RemoteJob>>,
     running: Cell<bool>,
+    /// What `Remote`s were last told about `running` (the embedded turns
+    /// keep it set between turns; see run.rs).
+    remote_running: Cell<bool>,
     stopping: Cell<bool>,
     closed: Cell<bool>,
     close_after_run: Cell<bool>,
@@ -179,6 +182,7 @@ impl EventLoop {
             shared: Arc::new(Shared::new(waker)),
             spare: RefCell::new(Vec::new()),
             running: Cell::new(false),
+            remote_running: Cell::new(false),
             stopping: Cell::new(false),
             closed: Cell::new(false),
             close_after_run: Cell::new(false),

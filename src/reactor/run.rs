@@ -160,7 +160,9 @@ impl<'a> RunGuard<'a> {
             return Err(Error::Running);
         }
         inner.running.set(true);
-        inner.shared.set_running(true);
+        if !inner.remote_running.replace(true) {
+            inner.shared.set_running(true);
+        }
         let outer = CURRENT_LOOP.with(|c| c.borrow_mut().replace(Rc::downgrade(inner)));
         Ok(RunGuard {
             lp,
@@ -175,7 +177,7 @@ impl Drop for RunGuard<'_> {
         let inner = &self.lp.inner;
         let stopped = inner.stopping.replace(false);
         inner.running.set(false);
-        if !self.embedded || stopped {
+        if (!self.embedded || stopped) && inner.remote_running.replace(false) {
             inner.shared.set_running(false);
         }
         let outer = self.outer.take();

@@ -37,20 +37,18 @@ impl Inner {
     /// with manual time, none: no timer comes due by waiting); else `None`
     /// (block). Never more than `max_wait`, if given.
     pub(crate) fn poll_timeout(&self, max_wait: Option<Duration>) -> Option<Duration> {
-        let own = if self.stopping.get()
-            || self.events_full.get()
-            || !self.ready.borrow().is_empty()
-        {
-            Some(Duration::ZERO)
-        } else {
-            self.timers.borrow().next_deadline().and_then(|next| {
-                let wait = next.saturating_duration_since(self.now());
-                if self.manual.is_some() && !wait.is_zero() {
-                    return None;
-                }
-                Some(wait.min(MAX_TIMEOUT))
-            })
-        };
+        let own =
+            if self.stopping.get() || self.events_full.get() || !self.ready.borrow().is_empty() {
+                Some(Duration::ZERO)
+            } else {
+                self.timers.borrow().next_deadline().and_then(|next| {
+                    let wait = next.saturating_duration_since(self.now());
+                    if self.manual.is_some() && !wait.is_zero() {
+                        return None;
+                    }
+                    Some(wait.min(MAX_TIMEOUT))
+                })
+            };
         match (own, max_wait) {
             (Some(t), Some(m)) => Some(t.min(m)),
             (t, m) => t.or(m),
