@@ -2,6 +2,10 @@
 //! ways, loops calling each other, setup on the designated loop, failures
 //! that stop the pool, and the coordinated drain.
 
+#[path = "../examples/echo_cores.rs"]
+#[allow(dead_code)]
+mod echo_cores;
+
 use deferloop::cores::{Cores, Peers, Spread};
 use deferloop::net::{Protocol, SockAddr, Transport};
 use deferloop::{Error, Loop};
@@ -237,4 +241,35 @@ fn what_crosses_threads_is_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Cores>();
     send_sync::<Peers>();
+}
+
+#[test]
+fn the_echo_cores_example_serves_on_every_loop_and_counts_them() {
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let cores = echo_cores::start(any(), 2, Duration::from_millis(100), move |counts| {
+        let _ = tx.lock().unwrap().send(counts);
+    })
+    .unwrap();
+    let addr = cores.local_addrs()[0];
+    let clients: Vec<_> = (0..16)
+        .map(|_| std::thread::spawn(move || echo(addr, b"hi")))
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let t0 = Instant::now();
+    loop {
+        let counts = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        if counts.iter().sum::<u64>() == 16 {
+            assert!(
+                counts.iter().all(|&c| c > 0),
+                "both loops served: {counts:?}"
+            );
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "{counts:?}");
+    }
+    cores.shutdown();
+    cores.wait().unwrap();
 }
