@@ -61,8 +61,7 @@ fn stop_and_join(t: Served, remote: &Remote) {
 
 #[test]
 fn deferloop_and_tokio_echo_servers_share_one_thread() {
-    let (t, remote, ours, theirs) =
-        start(|bound| embed_tokio::serve(any(), any(), |r, a, b| bound(r, a, b)));
+    let (t, remote, ours, theirs) = start(|bound| embed_tokio::serve(any(), any(), bound));
     // Both at once, with enough bytes that both sides wait on their sockets.
     let a = std::thread::spawn(move || echoes(ours, 2_000_000));
     let b = std::thread::spawn(move || echoes(theirs, 2_000_000));
@@ -85,8 +84,7 @@ fn deferloop_and_tokio_echo_servers_share_one_thread() {
 
 #[test]
 fn a_deferloop_hosts_another_loop_through_its_fd() {
-    let (t, remote, echo, counter) =
-        start(|bound| embed_host::serve(any(), any(), |r, a, b| bound(r, a, b)));
+    let (t, remote, echo, counter) = start(|bound| embed_host::serve(any(), any(), bound));
     echoes(echo, 500_000);
     let s = TcpStream::connect(counter).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

@@ -69,7 +69,7 @@ fn a_stream_accepted_elsewhere_is_adopted() {
     });
     let (s, _) = l.accept().unwrap();
     let t = ev.adopt_tcp(s, Echo).unwrap();
-    assert_eq!(t.nodelay().unwrap(), true);
+    assert!(t.nodelay().unwrap());
     while !client.is_finished() {
         ev.run_once_timeout(Duration::from_millis(5)).unwrap();
     }

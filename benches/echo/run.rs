@@ -592,14 +592,13 @@ fn print_method(plan: &Plan, server_cpu: Option<usize>, client_cpu: Option<usize
         }
     );
     println!(
-        "\n{LOOPS2} ({} with two loops on `SO_REUSEPORT` sockets) and {TOKIO_MT2} serve \
+        "\n{LOOPS2} (`deferloop::cores::Cores` with two loops on `SO_REUSEPORT` sockets) and {TOKIO_MT2} serve \
          from two threads and are not pinned: they and the load client share both cores, so \
          they show what a second loop gives when the load generator competes for the same \
          cores, not what it gives on a core of its own; their sleeps/req is n/a (the main \
          thread only waits). {EMBEDDED} is the callbacks server driven from a tokio \
          current-thread runtime through the loop's fd (`AsyncFd`), its timeout (a tokio \
-         sleep) and a turn that never waits (examples/embed_tokio.rs).",
-        "`deferloop::cores::Cores`"
+         sleep) and a turn that never waits (examples/embed_tokio.rs)."
     );
     println!();
     println!(
@@ -759,12 +758,11 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
     }
 }
 
+/// The median, min and max of per-round ratios of contender `i` to `base`.
+type Paired<'a> = dyn Fn(usize, &str, &dyn Fn(&Sample) -> f64) -> Option<(f64, f64, f64)> + 'a;
+
 /// The embedding target, and the many-loops comparison.
-fn report_embedding_and_loops(
-    size: usize,
-    find: &dyn Fn(&str) -> Option<usize>,
-    paired: &dyn Fn(usize, &str, &dyn Fn(&Sample) -> f64) -> Option<(f64, f64, f64)>,
-) {
+fn report_embedding_and_loops(size: usize, find: &dyn Fn(&str) -> Option<usize>, paired: &Paired) {
     let what = format!(
         "echo {}: deferloop embedded in tokio: server CPU per request at most 1.10× plain deferloop's",
         kib(size)
