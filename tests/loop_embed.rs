@@ -2,8 +2,12 @@
 //! that never waits longer than asked — everything a host needs reaches it
 //! through the fd or the timeout.
 
+mod util;
+
+use deferloop::net::{Protocol, Transport};
 use deferloop::{Error, EventLoop, Loop};
 use std::cell::Cell;
+use std::cell::RefCell;
 use std::io::Write;
 use std::os::unix::io::{AsFd, AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -231,4 +235,96 @@ fn a_turn_inside_its_own_callback_is_refused_and_a_closed_loop_says_closed() {
         ev.run_once_timeout(Duration::ZERO),
         Err(Error::Closed)
     ));
+}
+
+/// Waits as a host does: on the fd, for at most the loop's timeout.
+fn host_wait(ev: &EventLoop) {
+    let ms = match ev.timeout() {
+        None => 1000, // bounded here only so that a failing test ends
+        Some(t) => i32::try_from(t.as_millis()).unwrap_or(1000) + 1,
+    };
+    readable(ev.as_raw_fd(), ms);
+}
+
+struct Keep(Rc<RefCell<Option<Transport>>>);
+impl Protocol for Keep {
+    fn connection_made(&mut self, t: &Transport) {
+        *self.0.borrow_mut() = Some(t.clone());
+    }
+    fn data_received(&mut self, _: &Transport, _: &[u8]) {}
+}
+
+#[test]
+fn writes_made_by_the_host_between_turns_are_sent() {
+    let ev = EventLoop::new().unwrap();
+    let kept: Rc<RefCell<Option<Transport>>> = Rc::default();
+    let k = kept.clone();
+    let l = ev
+        .listen_tcp("127.0.0.1:0".parse().unwrap(), move || Keep(k.clone()))
+        .unwrap();
+    let addr = l.local_addr().as_inet().unwrap();
+    let client = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = [0u8; 3];
+        std::io::Read::read_exact(&mut s, &mut got).unwrap();
+        got
+    });
+    let t0 = Instant::now();
+    while kept.borrow().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        host_wait(&ev);
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+    }
+    settle(&ev);
+    // Host code, outside any turn: the first write goes out at once, the
+    // next two are coalesced for the loop to send — and the host hears of it.
+    let t = kept.borrow().clone().unwrap();
+    t.write(b"a");
+    t.write(b"b");
+    t.write(b"c");
+    assert!(
+        readable(ev.as_raw_fd(), 0),
+        "a host asleep on the fd hears of the queued flush"
+    );
+    while !client.is_finished() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the coalesced writes never went"
+        );
+        host_wait(&ev);
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+    }
+    assert_eq!(&client.join().unwrap(), b"abc");
+}
+
+#[test]
+fn more_ready_sources_than_one_poll_returns_keep_the_timeout_at_zero() {
+    util::raise_fd_limit(4096);
+    let ev = EventLoop::new().unwrap();
+    let n = 1100; // more than the 1024 events one poll returns
+    let calls = Rc::new(Cell::new(0usize));
+    let mut pairs = Vec::new();
+    for _ in 0..n {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        b.write_all(b"x").unwrap();
+        let c = calls.clone();
+        let fd = a.as_raw_fd();
+        ev.add_reader(fd, move |lp| {
+            c.set(c.get() + 1);
+            lp.remove_reader(fd);
+        })
+        .unwrap();
+        pairs.push((a, b));
+    }
+    ev.run_once_timeout(Duration::ZERO).unwrap();
+    assert_eq!(calls.get(), 1024, "one poll's worth");
+    assert_eq!(
+        ev.timeout(),
+        Some(Duration::ZERO),
+        "the selector holds more: a host must not sleep on an edge it already took"
+    );
+    ev.run_once_timeout(Duration::ZERO).unwrap();
+    assert_eq!(calls.get(), n);
+    assert_eq!(ev.timeout(), None);
 }
