@@ -197,6 +197,16 @@ impl Peers {
     /// Runs `f` on loop `i` in a later turn (`call_soon_threadsafe`); `f`
     /// may be run on this very loop.
     ///
+    /// What belongs to one loop stays there: `f` is `Send`, so it cannot
+    /// carry this loop's handle, transports or Deferreds to another.
+    /// ```compile_fail
+    /// # use deferloop::cores::Cores;
+    /// let cores = Cores::builder().loops(2).start(|lp, peers| {
+    ///     let mine = lp.clone();
+    ///     peers.call(1, move |_| mine.stop()) // `Loop` is not `Send`
+    /// });
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Closed`] if loop `i` has ended.
     #[track_caller]
