@@ -171,7 +171,8 @@ struct Server {
 }
 
 impl Server {
-    fn start(c: Contender, python: Option<&str>, cpu: Option<usize>) -> Result<Server, String> {
+    /// `cpus`: where the server may run (`None`: wherever this process may).
+    fn start(c: Contender, python: Option<&str>, cpus: Option<&[usize]>) -> Result<Server, String> {
         let tls = matches!(c.kind, Kind::Rust(name) if name.ends_with("-tls"));
         let mut cmd = match c.kind {
             Kind::Rust(name) => {
@@ -193,8 +194,8 @@ impl Server {
             }
         };
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-        if let Some(cpu) = cpu {
-            sys::pin_child(&mut cmd, cpu);
+        if let Some(cpus) = cpus {
+            sys::pin_child(&mut cmd, cpus);
         }
         let mut child = cmd.spawn().map_err(|e| format!("start: {e}"))?;
         let stdout = child.stdout.take().expect("piped");
@@ -391,6 +392,9 @@ pub fn full(args: &[String]) {
         warmup: Duration::from_millis(500),
     };
     let mut notes: Vec<String> = Vec::new();
+    // Every CPU, before this process pins itself: where the servers with
+    // two threads run (they would inherit the client's CPU otherwise).
+    let all_cpus = sys::allowed_cpus();
     let (server_cpu, client_cpu) = pin_client(&mut notes);
     let python = arg_after(args, "--python");
     let py_versions = python_peers(python, arg_after(args, "--no-python"), &mut notes);
@@ -399,8 +403,13 @@ pub fn full(args: &[String]) {
         if matches!(c.kind, Kind::Python(_)) && py_versions.is_none() {
             continue;
         }
-        let cpu = if c.threads > 1 { None } else { server_cpu };
-        match Server::start(c, python, cpu) {
+        let one = server_cpu.map(|c| [c]);
+        let cpus = match (c.threads > 1, &one) {
+            (true, _) => Some(&all_cpus[..]),
+            (false, Some(one)) => Some(&one[..]),
+            (false, None) => None,
+        };
+        match Server::start(c, python, cpus) {
             Ok(s) => servers.push(s),
             Err(e) => notes.push(format!(
                 "{} skipped: its server did not start ({e}).",
