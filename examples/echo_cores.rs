@@ -1,14 +1,15 @@
 //! The echo server on one loop per core: each loop accepts from its own
 //! `SO_REUSEPORT` socket on the same port (Linux; elsewhere loop 0 hands
-//! connections over). Loop 0 is the designated loop: it reports every
-//! second how many connections each loop has served, asking the others
-//! through their `Remote`s. Prints the address it bound as its first line.
+//! connections over). Loop 0 is the designated loop: it owns the process's
+//! SIGINT/SIGTERM handlers (they drain and stop every loop), and reports
+//! every second how many connections each loop has served, asking the
+//! others through their `Remote`s. Prints the address it bound first.
 //!
 //! Run: `cargo run --release --example echo_cores -- 127.0.0.1:7000 [LOOPS]`
 
 use deferloop::cores::{Cores, Peers};
 use deferloop::net::{Protocol, Transport};
-use deferloop::{Error, Loop};
+use deferloop::{Error, Loop, Signal};
 use std::cell::Cell;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -76,7 +77,12 @@ pub fn start(
         .loops(loops)
         .listen_tcp(addr, |_| Echo)
         .on_first(move |lp, peers| {
-            // The designated loop: process-wide duties go here (signals).
+            // The designated loop: process-wide duties go here. A signal
+            // drains every loop, then they all stop.
+            for sig in [Signal::INT, Signal::TERM] {
+                let p = peers.clone();
+                lp.add_signal_handler(sig, move |_, _| p.shutdown())?;
+            }
             let peers = peers.clone();
             let every = deferloop::LoopingCall::new(lp.clone(), move || {
                 let report = report.clone();
@@ -89,7 +95,7 @@ pub fn start(
         .start(|_, _| Ok(()))
 }
 
-fn run(args: impl IntoIterator<Item = String>) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), Box<dyn std::error::Error>> {
     let mut args = args.into_iter();
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:0".into());
     let addr: SocketAddr = addr.parse().map_err(|e| format!("address {addr:?}: {e}"))?;

@@ -273,3 +273,78 @@ fn the_echo_cores_example_serves_on_every_loop_and_counts_them() {
     cores.shutdown();
     cores.wait().unwrap();
 }
+
+/// The child side of the next test: this binary, re-run with
+/// `DEFERLOOP_CORES_CHILD` set, runs the example's `main` body.
+#[test]
+fn echo_cores_child_entry() {
+    if std::env::var_os("DEFERLOOP_CORES_CHILD").is_none() {
+        return; // an ordinary test run
+    }
+    println!(); // end the harness's "test echo_cores_child_entry ..." line
+    let code = match echo_cores::run(["127.0.0.1:0".to_owned(), "2".to_owned()]) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("echo_cores: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+/// SIGTERM reaches the designated loop's handler, which drains every loop:
+/// an open connection is still served, then the process exits 0.
+#[test]
+fn echo_cores_drains_every_loop_on_sigterm_and_exits_0() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "echo_cores_child_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("DEFERLOOP_CORES_CHILD", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr: SocketAddr = loop {
+        let l = lines
+            .next()
+            .expect("the child printed its address")
+            .unwrap();
+        if let Ok(a) = l.trim().parse() {
+            break a;
+        }
+    };
+    let mut open = TcpStream::connect(addr).unwrap();
+    open.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    echo(addr, b"before");
+    // SAFETY: kill(2) on our own child, not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    // Draining: the open connection is still served (the grace is 5 s).
+    std::thread::sleep(Duration::from_millis(100));
+    open.write_all(b"during").unwrap();
+    let mut b = [0; 6];
+    open.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"during");
+    drop(open); // the last connection closes: the loops stop
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("the pool did not stop");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "{status}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "stopped when drained, not at the grace"
+    );
+}
