@@ -38,6 +38,7 @@ compile_error!("deferloop runs on Unix-like systems only (Linux, the BSDs, macOS
 
 mod clock;
 mod context;
+pub mod cores;
 pub mod deferred;
 mod error;
 pub mod net;

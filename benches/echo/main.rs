@@ -20,6 +20,9 @@
 mod common;
 #[path = "../../examples/echo_server.rs"]
 mod echo_example;
+#[path = "../../examples/embed_tokio.rs"]
+#[allow(dead_code)]
+mod embed_tokio;
 
 mod client;
 mod run;

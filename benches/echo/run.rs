@@ -26,6 +26,9 @@ enum Kind {
 struct Contender {
     label: &'static str,
     kind: Kind,
+    /// Threads serving: a server with more than one is not pinned (it and
+    /// the client share the cores).
+    threads: usize,
 }
 
 const CALLBACKS: &str = "deferloop callbacks";
@@ -33,39 +36,65 @@ const COROUTINES: &str = "deferloop coroutines";
 const READS: &str = "deferloop Deferred reads";
 const TOKIO: &str = "tokio current-thread";
 const MIO: &str = "mio by hand";
+const EMBEDDED: &str = "deferloop in tokio";
+const LOOPS2: &str = "deferloop 2 loops";
+const TOKIO_MT2: &str = "tokio multi-thread, 2 workers";
 
-const CONTENDERS: [Contender; 8] = [
+const CONTENDERS: [Contender; 11] = [
     Contender {
         label: CALLBACKS,
         kind: Kind::Rust("deferloop"),
+        threads: 1,
     },
     Contender {
         label: COROUTINES,
         kind: Kind::Rust("deferloop-coro"),
+        threads: 1,
     },
     Contender {
         label: READS,
         kind: Kind::Rust("deferloop-reads"),
+        threads: 1,
     },
     Contender {
         label: TOKIO,
         kind: Kind::Rust("tokio"),
+        threads: 1,
     },
     Contender {
         label: MIO,
         kind: Kind::Rust("mio"),
+        threads: 1,
+    },
+    Contender {
+        label: EMBEDDED,
+        kind: Kind::Rust("deferloop-in-tokio"),
+        threads: 1,
+    },
+    Contender {
+        label: LOOPS2,
+        kind: Kind::Rust("deferloop-2loops"),
+        threads: 2,
+    },
+    Contender {
+        label: TOKIO_MT2,
+        kind: Kind::Rust("tokio-mt2"),
+        threads: 2,
     },
     Contender {
         label: "asyncio protocol",
         kind: Kind::Python("asyncio"),
+        threads: 1,
     },
     Contender {
         label: "uvloop protocol",
         kind: Kind::Python("uvloop"),
+        threads: 1,
     },
     Contender {
         label: "Twisted protocol",
         kind: Kind::Python("twisted"),
+        threads: 1,
     },
 ];
 
@@ -78,10 +107,12 @@ const TLS_CONTENDERS: &[Contender] = &[
     Contender {
         label: TLS_CALLBACKS,
         kind: Kind::Rust("deferloop-tls"),
+        threads: 1,
     },
     Contender {
         label: TOKIO_TLS,
         kind: Kind::Rust("tokio-tls"),
+        threads: 1,
     },
 ];
 #[cfg(not(feature = "tls"))]
@@ -136,10 +167,12 @@ struct Server {
     counts_allocs: bool,
     python: bool,
     tls: bool,
+    threads: usize,
 }
 
 impl Server {
-    fn start(c: Contender, python: Option<&str>, cpu: Option<usize>) -> Result<Server, String> {
+    /// `cpus`: where the server may run (`None`: wherever this process may).
+    fn start(c: Contender, python: Option<&str>, cpus: Option<&[usize]>) -> Result<Server, String> {
         let tls = matches!(c.kind, Kind::Rust(name) if name.ends_with("-tls"));
         let mut cmd = match c.kind {
             Kind::Rust(name) => {
@@ -161,8 +194,8 @@ impl Server {
             }
         };
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-        if let Some(cpu) = cpu {
-            sys::pin_child(&mut cmd, cpu);
+        if let Some(cpus) = cpus {
+            sys::pin_child(&mut cmd, cpus);
         }
         let mut child = cmd.spawn().map_err(|e| format!("start: {e}"))?;
         let stdout = child.stdout.take().expect("piped");
@@ -197,6 +230,7 @@ impl Server {
             counts_allocs: matches!(c.kind, Kind::Rust(_)),
             python: matches!(c.kind, Kind::Python(_)),
             tls,
+            threads: c.threads,
         };
         // The first query allocates the stdio buffers it needs: outside any
         // measured interval.
@@ -222,7 +256,12 @@ impl Server {
         sys::cpu_seconds(self.child.id()).unwrap_or(f64::NAN)
     }
 
+    /// The main thread's sleeps: n/a for a server whose main thread only
+    /// waits for its serving threads.
     fn sleeps(&self) -> f64 {
+        if self.threads > 1 {
+            return f64::NAN;
+        }
         sys::sleeps(self.child.id()).map_or(f64::NAN, |n| n as f64)
     }
 }
@@ -353,6 +392,9 @@ pub fn full(args: &[String]) {
         warmup: Duration::from_millis(500),
     };
     let mut notes: Vec<String> = Vec::new();
+    // Every CPU, before this process pins itself: where the servers with
+    // two threads run (they would inherit the client's CPU otherwise).
+    let all_cpus = sys::allowed_cpus();
     let (server_cpu, client_cpu) = pin_client(&mut notes);
     let python = arg_after(args, "--python");
     let py_versions = python_peers(python, arg_after(args, "--no-python"), &mut notes);
@@ -361,7 +403,13 @@ pub fn full(args: &[String]) {
         if matches!(c.kind, Kind::Python(_)) && py_versions.is_none() {
             continue;
         }
-        match Server::start(c, python, server_cpu) {
+        let one = server_cpu.map(|c| [c]);
+        let cpus = match (c.threads > 1, &one) {
+            (true, _) => Some(&all_cpus[..]),
+            (false, Some(one)) => Some(&one[..]),
+            (false, None) => None,
+        };
+        match Server::start(c, python, cpus) {
             Ok(s) => servers.push(s),
             Err(e) => notes.push(format!(
                 "{} skipped: its server did not start ({e}).",
@@ -552,6 +600,15 @@ fn print_method(plan: &Plan, server_cpu: Option<usize>, client_cpu: Option<usize
             String::new()
         }
     );
+    println!(
+        "\n{LOOPS2} (`deferloop::cores::Cores` with two loops on `SO_REUSEPORT` sockets) and {TOKIO_MT2} serve \
+         from two threads and are not pinned: they and the load client share both cores, so \
+         they show what a second loop gives when the load generator competes for the same \
+         cores, not what it gives on a core of its own; their sleeps/req is n/a (the main \
+         thread only waits). {EMBEDDED} is the callbacks server driven from a tokio \
+         current-thread runtime through the loop's fd (`AsyncFd`), its timeout (a tokio \
+         sleep) and a turn that never waits (examples/embed_tokio.rs)."
+    );
     println!();
     println!(
         "- req/s: round trips completed in the measured phase over its length; \
@@ -696,6 +753,7 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
             println!("- TLS: the deferloop server made {a:.2} allocations per echoed request (rustls's per-record buffers).");
         }
     }
+    report_embedding_and_loops(size, &find, &paired);
     let coroutines = find(COROUTINES);
     if let (Some(cpu), Some(rps)) = (
         coroutines.and_then(|i| paired(i, CALLBACKS, &|s| s.cpu_us)),
@@ -707,6 +765,36 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
             cpu.0, rps.0
         );
     }
+}
+
+/// The median, min and max of per-round ratios of contender `i` to `base`.
+type Paired<'a> = dyn Fn(usize, &str, &dyn Fn(&Sample) -> f64) -> Option<(f64, f64, f64)> + 'a;
+
+/// The embedding target, and the many-loops comparison.
+fn report_embedding_and_loops(size: usize, find: &dyn Fn(&str) -> Option<usize>, paired: &Paired) {
+    let what = format!(
+        "echo {}: deferloop embedded in tokio: server CPU per request at most 1.10× plain deferloop's",
+        kib(size)
+    );
+    match find(EMBEDDED).and_then(|i| paired(i, CALLBACKS, &|s| s.cpu_us)) {
+        Some(r) => paired_target(&what, r, Better::Lower, 1.10),
+        None => not_measured(&what),
+    }
+    let Some(i) = find(LOOPS2) else { return };
+    let x = |base: &str, f: &dyn Fn(&Sample) -> f64| {
+        paired(i, base, f).map_or("n/a".into(), |r| {
+            format!("{:.2}× ({:.2}–{:.2})", r.0, r.1, r.2)
+        })
+    };
+    println!(
+        "- Many loops ({LOOPS2} and {TOKIO_MT2} unpinned; the load client shares both cores \
+         with them): 2 loops reach {} the requests/s of 1 loop and {} those of tokio's \
+         multi-thread runtime with 2 workers, at {} and {} their server CPU per request.",
+        x(CALLBACKS, &|s| s.rps),
+        x(TOKIO_MT2, &|s| s.rps),
+        x(CALLBACKS, &|s| s.cpu_us),
+        x(TOKIO_MT2, &|s| s.cpu_us),
+    );
 }
 
 fn not_measured(what: &str) {

@@ -6,13 +6,15 @@
 
 use crate::common::coro::{Stream, StreamProtocol};
 use crate::echo_example;
+use crate::embed_tokio;
 use deferloop::EventLoop;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 
-/// Runs server `name` (`deferloop`, `deferloop-coro`, `deferloop-reads`, `tokio`, `mio`, or
-/// with TLS `deferloop-tls` and `tokio-tls`, see `tls.rs`) on `127.0.0.1:0`; `bound` is called with the address once
-/// it listens. Returns only on error.
+/// Runs server `name` (`deferloop`, `deferloop-coro`, `deferloop-reads`,
+/// `deferloop-in-tokio`, `deferloop-2loops`, `tokio`, `tokio-mt2`, `mio`, or
+/// with TLS `deferloop-tls` and `tokio-tls`, see `tls.rs`) on `127.0.0.1:0`;
+/// `bound` is called with the address once it listens. Returns only on error.
 pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     match name {
@@ -41,7 +43,36 @@ pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
             bound(l.local_addr().as_inet().unwrap());
             ev.run().map_err(io::Error::other)
         }
+        "deferloop-in-tokio" => {
+            // The same echo server, driven from a tokio current-thread
+            // runtime through the loop's fd, timeout and non-waiting turn.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let ev = EventLoop::new()?;
+            let l = echo_example::start(&ev, any).map_err(io::Error::other)?;
+            bound(l.local_addr().as_inet().unwrap());
+            rt.block_on(embed_tokio::drive(&ev))
+        }
+        "deferloop-2loops" => {
+            // Two loops on two threads, each accepting from its own
+            // SO_REUSEPORT socket (not pinned: the client shares the cores).
+            let cores = deferloop::cores::Cores::builder()
+                .loops(2)
+                .listen_tcp(any, |_| echo_example::Echo)
+                .start(|_, _| Ok(()))
+                .map_err(io::Error::other)?;
+            bound(cores.local_addrs()[0]);
+            cores.wait().map_err(io::Error::other)
+        }
         "tokio" => tokio_server(any, bound),
+        "tokio-mt2" => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_io()
+                .build()?;
+            rt.block_on(tokio_accept(any, bound))
+        }
         "mio" => mio_server(any, bound),
         #[cfg(feature = "tls")]
         "deferloop-tls" => crate::tls::deferloop(any, bound),
@@ -85,32 +116,36 @@ fn echo_reads(s: deferloop::net::Stream) {
 }
 
 /// Idiomatic tokio: a current-thread runtime, one spawned task per
-/// connection, a `read` / `write_all` loop on a buffer of [`READ_SIZE`].
+/// connection, a `read` / `write_all` loop on a buffer of [`READ_SIZE`]
+/// (`tokio-mt2`: the same on a multi-thread runtime with 2 workers).
 fn tokio_server(addr: SocketAddr, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()?;
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        bound(listener.local_addr()?);
-        loop {
-            let (mut s, _) = listener.accept().await?;
-            s.set_nodelay(true)?;
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; READ_SIZE];
-                loop {
-                    let n = match s.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => n,
-                    };
-                    if s.write_all(&buf[..n]).await.is_err() {
-                        return;
-                    }
+    rt.block_on(tokio_accept(addr, bound))
+}
+
+/// The accept loop and per-connection task of the tokio servers.
+async fn tokio_accept(addr: SocketAddr, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    bound(listener.local_addr()?);
+    loop {
+        let (mut s, _) = listener.accept().await?;
+        s.set_nodelay(true)?;
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; READ_SIZE];
+            loop {
+                let n = match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                if s.write_all(&buf[..n]).await.is_err() {
+                    return;
                 }
-            });
-        }
-    })
+            }
+        });
+    }
 }
 
 /// Stop reading a connection while this much waits to be written.

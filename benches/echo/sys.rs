@@ -89,9 +89,11 @@ pub fn pin_self(cpu: usize) -> io::Result<()> {
     }
 }
 
-/// Makes the process `cmd` starts run on `cpu` only, from its first instruction.
-pub fn pin_child(cmd: &mut Command, cpu: usize) {
-    let set = cpu_set(&[cpu]);
+/// Makes the process `cmd` starts run on `cpus` only, from its first
+/// instruction (all of them: not the harness's own pinning, which it would
+/// otherwise inherit).
+pub fn pin_child(cmd: &mut Command, cpus: &[usize]) {
+    let set = cpu_set(cpus);
     // SAFETY: the closure runs in the forked child before exec; it only makes
     // the `sched_setaffinity` system call on a set built before the fork (no
     // allocation, no lock), which is async-signal-safe.

@@ -48,6 +48,7 @@
 //! # Ok::<(), deferloop::Error>(())
 //! ```
 
+mod adopt;
 mod buffer;
 mod conn;
 mod connection;
@@ -74,6 +75,7 @@ mod udp;
 mod udp_transport;
 mod unix;
 
+pub use adopt::bind_reuseport;
 pub use buffer::{DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
 pub use conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_LINGER, DEFAULT_WRITE_BUFFER_CAP, READ_BUDGET};
 pub use connection::{Connection, ProtocolFactory, ProtocolRef};

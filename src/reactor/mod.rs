@@ -7,6 +7,7 @@
 //! Tests: tests/loop_*.rs.
 
 mod callback;
+mod embed;
 mod exceptions;
 mod handle;
 pub(crate) mod monitor;
@@ -31,6 +32,7 @@ use source::Registry;
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::ops::Deref;
+use std::os::unix::io::{AsRawFd, RawFd};
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
@@ -54,11 +56,21 @@ pub(crate) struct Inner {
     timers: RefCell<TimerHeap<Task>>,
     io: RefCell<Registry>,
     poll: RefCell<mio::Poll>,
+    /// The selector's descriptor (embed.rs): valid as long as `poll` is.
+    poll_fd: RawFd,
     events: RefCell<mio::Events>,
+    /// The last poll filled `events`: more may be waiting (embed.rs).
+    events_full: Cell<bool>,
+    /// A host watches the poll fd (embed.rs): work scheduled between turns
+    /// must then make the fd readable.
+    watched: Cell<bool>,
     shared: Arc<Shared>,
     /// The spare buffer the remote queue is swapped with (no allocation per drain).
     spare: RefCell<Vec<RemoteJob>>,
     running: Cell<bool>,
+    /// What `Remote`s were last told about `running` (the embedded turns
+    /// keep it set between turns; see run.rs).
+    remote_running: Cell<bool>,
     stopping: Cell<bool>,
     closed: Cell<bool>,
     close_after_run: Cell<bool>,
@@ -155,6 +167,7 @@ impl EventLoop {
 
     fn with_time(manual: Option<ManualClock>) -> std::io::Result<EventLoop> {
         let poll = mio::Poll::new()?;
+        let poll_fd = poll.as_raw_fd();
         let waker = mio::Waker::new(poll.registry(), WAKER)?;
         let debug = std::env::var_os("DEFERLOOP_DEBUG").is_some_and(|v| !v.is_empty() && v != "0");
         let inner = Inner {
@@ -162,10 +175,14 @@ impl EventLoop {
             timers: RefCell::new(TimerHeap::new()),
             io: RefCell::new(Registry::default()),
             poll: RefCell::new(poll),
+            poll_fd,
             events: RefCell::new(mio::Events::with_capacity(1024)),
+            events_full: Cell::new(false),
+            watched: Cell::new(false),
             shared: Arc::new(Shared::new(waker)),
             spare: RefCell::new(Vec::new()),
             running: Cell::new(false),
+            remote_running: Cell::new(false),
             stopping: Cell::new(false),
             closed: Cell::new(false),
             close_after_run: Cell::new(false),
@@ -285,6 +302,7 @@ impl Loop {
     pub fn call_at(&self, when: Instant, f: impl FnOnce(&Loop) + 'static) -> Result<Handle, Error> {
         let inner = &self.inner;
         inner.check_open()?;
+        inner.wake_host();
         let (ctx, loc) = (Context::capture(), Location::caller());
         // The job is made last, as in `push_ready`.
         let id = inner.timers.borrow_mut().insert_with(when, || Task {
@@ -480,6 +498,7 @@ impl Inner {
         loc: &'static Location<'static>,
     ) -> Result<u64, Error> {
         self.check_open()?;
+        self.wake_host();
         let ctx = Context::capture();
         let mut ready = self.ready.borrow_mut();
         ready.reserve_one();

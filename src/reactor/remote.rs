@@ -239,7 +239,10 @@ impl Remote {
     /// [`Error::Failed`] with the rendered failure if the Deferred failed;
     /// [`Error::TimedOut`]; [`Error::Closed`] if the loop is or becomes closed;
     /// [`Error::NotRunning`] if the loop is not inside `run()`/`run_once()`
-    /// when called; [`Error::Stopped`] if it stops before the result arrives.
+    /// when called (a loop driven by a host through
+    /// [`Loop::run_once_timeout`] counts as running from its first turn until
+    /// a turn ends stopped); [`Error::Stopped`] if it stops before the result
+    /// arrives.
     #[track_caller]
     pub fn call_blocking<T: Send + 'static>(
         &self,

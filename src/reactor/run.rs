@@ -20,9 +20,9 @@ impl Loop {
     /// [`Error::Closed`], [`Error::Running`] if this or another loop is
     /// already running on this thread, or an error from the selector.
     pub fn run(&self) -> Result<(), Error> {
-        let _running = RunGuard::enter(self)?;
+        let _running = RunGuard::enter(self, false)?;
         loop {
-            self.inner.turn(self)?;
+            self.inner.turn(self, None)?;
             if self.inner.stopping.get() {
                 return Ok(());
             }
@@ -35,8 +35,8 @@ impl Loop {
     /// # Errors
     /// As for [`run`](Self::run).
     pub fn run_once(&self) -> Result<(), Error> {
-        let _running = RunGuard::enter(self)?;
-        self.inner.turn(self)
+        let _running = RunGuard::enter(self, false)?;
+        self.inner.turn(self, None)
     }
 
     /// Runs until `d` fires, then returns its result (asyncio's
@@ -65,7 +65,7 @@ impl Loop {
         let d = d.into();
         let at = Location::caller();
         let loop_error = |e: Error| Failure::with_origin(e, at);
-        let running = RunGuard::enter(self).map_err(loop_error)?;
+        let running = RunGuard::enter(self, false).map_err(loop_error)?;
         let slot: Rc<RefCell<Option<Result<T, Failure>>>> = Rc::new(RefCell::new(None));
         let waiting = Rc::new(Cell::new(true));
         let (s, w, inner) = (slot.clone(), waiting.clone(), Rc::downgrade(&self.inner));
@@ -84,7 +84,7 @@ impl Loop {
         // As `run()`: a stop ends the run after the current turn.
         let turns = || {
             while slot.borrow().is_none() {
-                self.inner.turn(self)?;
+                self.inner.turn(self, None)?;
                 if self.inner.stopping.get() {
                     break;
                 }
@@ -102,6 +102,7 @@ impl Loop {
     /// Asks the loop to stop once the current turn is over.
     pub fn stop(&self) {
         self.inner.stopping.set(true);
+        self.inner.wake_host();
     }
 
     /// Closes the loop: drops, without running them, every queued callback,
@@ -137,33 +138,48 @@ impl Loop {
 
 /// Sets and resets the running state around `run()`/`run_once()`, even if
 /// something unwinds out of a turn.
-struct RunGuard<'a> {
+///
+/// An `embedded` turn (embed.rs) may run inside another loop's callback on
+/// the same thread (that loop is current again afterwards), and leaves
+/// blocking remote calls waiting between turns: for them the loop runs until
+/// a turn ends stopped.
+pub(super) struct RunGuard<'a> {
     lp: &'a Loop,
     outer: Option<Weak<Inner>>,
+    embedded: bool,
 }
 
 impl<'a> RunGuard<'a> {
-    fn enter(lp: &'a Loop) -> Result<RunGuard<'a>, Error> {
+    pub(super) fn enter(lp: &'a Loop, embedded: bool) -> Result<RunGuard<'a>, Error> {
         let inner = &lp.inner;
         inner.check_open()?;
         if inner.running.get()
-            || CURRENT_LOOP.with(|c| c.borrow().as_ref().is_some_and(|w| w.strong_count() > 0))
+            || (!embedded
+                && CURRENT_LOOP.with(|c| c.borrow().as_ref().is_some_and(|w| w.strong_count() > 0)))
         {
             return Err(Error::Running);
         }
         inner.running.set(true);
-        inner.shared.set_running(true);
+        if !inner.remote_running.replace(true) {
+            inner.shared.set_running(true);
+        }
         let outer = CURRENT_LOOP.with(|c| c.borrow_mut().replace(Rc::downgrade(inner)));
-        Ok(RunGuard { lp, outer })
+        Ok(RunGuard {
+            lp,
+            outer,
+            embedded,
+        })
     }
 }
 
 impl Drop for RunGuard<'_> {
     fn drop(&mut self) {
         let inner = &self.lp.inner;
-        inner.stopping.set(false);
+        let stopped = inner.stopping.replace(false);
         inner.running.set(false);
-        inner.shared.set_running(false);
+        if (!self.embedded || stopped) && inner.remote_running.replace(false) {
+            inner.shared.set_running(false);
+        }
         let outer = self.outer.take();
         CURRENT_LOOP.with(|c| *c.borrow_mut() = outer);
         if inner.close_after_run.get() {

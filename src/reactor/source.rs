@@ -294,6 +294,7 @@ impl Loop {
         };
         let at = self.inner.io.borrow_mut().note(key, ready);
         if let Some(at) = at {
+            self.inner.wake_host();
             self.inner.ready.borrow_mut().push(Task {
                 job: Job::Io(key),
                 ctx: Context::default(),

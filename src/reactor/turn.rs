@@ -18,10 +18,12 @@ use std::io;
 use std::time::{Duration, Instant};
 
 impl Inner {
-    pub(crate) fn turn(&self, lp: &Loop) -> Result<(), Error> {
+    /// One turn. `max_wait` caps step 2 for a host that embeds the loop
+    /// (embed.rs); `run()` passes `None`.
+    pub(crate) fn turn(&self, lp: &Loop, max_wait: Option<Duration>) -> Result<(), Error> {
         // 1. Cancelled timers: none to drop. `Handle::cancel` removed them from
         //    the heap at once (timers.rs), where asyncio drops them lazily here.
-        let timeout = self.poll_timeout(); //   2. 0 | next deadline (≤ 24 h) | block
+        let timeout = self.poll_timeout(max_wait); // 2. 0 | next deadline (≤ 24 h) | block, ≤ max_wait
         self.poll(timeout)?; //                 3. the only place the loop sleeps
         self.queue_io_callbacks(); //           4. ready sources and remote calls → ready queue
         self.queue_due_timers(); //             5. deadline <= now, FIFO among equals
@@ -30,18 +32,27 @@ impl Inner {
         Ok(())
     }
 
-    /// Step 2: zero if there is work or a pending stop, else until the
-    /// earliest timer (capped at 24 h), else `None` (block).
-    fn poll_timeout(&self) -> Option<Duration> {
-        if self.stopping.get() || !self.ready.borrow().is_empty() {
-            return Some(Duration::ZERO);
+    /// Step 2: zero if there is work, a pending stop, or events the last
+    /// poll had no room for; else until the earliest timer (capped at 24 h;
+    /// with manual time, none: no timer comes due by waiting); else `None`
+    /// (block). Never more than `max_wait`, if given.
+    pub(crate) fn poll_timeout(&self, max_wait: Option<Duration>) -> Option<Duration> {
+        let own =
+            if self.stopping.get() || self.events_full.get() || !self.ready.borrow().is_empty() {
+                Some(Duration::ZERO)
+            } else {
+                self.timers.borrow().next_deadline().and_then(|next| {
+                    let wait = next.saturating_duration_since(self.now());
+                    if self.manual.is_some() && !wait.is_zero() {
+                        return None;
+                    }
+                    Some(wait.min(MAX_TIMEOUT))
+                })
+            };
+        match (own, max_wait) {
+            (Some(t), Some(m)) => Some(t.min(m)),
+            (t, m) => t.or(m),
         }
-        let next = self.timers.borrow().next_deadline()?;
-        let wait = next.saturating_duration_since(self.now());
-        if self.manual.is_some() && !wait.is_zero() {
-            return None; // manual time: no timer comes due by waiting
-        }
-        Some(wait.min(MAX_TIMEOUT))
     }
 
     /// Step 3. mio rounds a sub-millisecond timeout *up*, so a timer is never
@@ -52,6 +63,7 @@ impl Inner {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {
                 events.clear();
+                self.events_full.set(false);
                 Ok(())
             }
             Err(e) => Err(Error::Io(e)),
@@ -63,7 +75,9 @@ impl Inner {
         let events = self.events.borrow();
         let mut io = self.io.borrow_mut();
         let mut ready = self.ready.borrow_mut();
+        let mut n = 0;
         for ev in events.iter() {
+            n += 1;
             if ev.token() == WAKER {
                 continue;
             }
@@ -76,6 +90,8 @@ impl Inner {
                 });
             }
         }
+        // A full buffer: the selector may hold more (the next step 2 is 0).
+        self.events_full.set(n == events.capacity());
         drop((io, events));
         // Remote calls: checked every turn (one atomic load), drained only if
         // some thread queued one since the last drain.
