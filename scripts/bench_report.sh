@@ -31,7 +31,7 @@ if [ -n "${BENCH_PRIORITY:-}" ]; then
 fi
 
 echo "bench_report: building the benches" >&2
-if ! cargo bench --no-run --bench loop --bench deferred --bench echo 2>"$work/build.log"; then
+if ! cargo bench --features tls --no-run --bench loop --bench deferred --bench echo 2>"$work/build.log"; then
   cat "$work/build.log" >&2
   exit 1
 fi
@@ -49,7 +49,7 @@ echo "bench_report: loop micro-benchmarks" >&2
 echo "bench_report: Deferred micro-benchmarks" >&2
 "${prio[@]}" cargo bench --bench deferred 2>/dev/null >"$work/deferred.md"
 echo "bench_report: TCP echo" >&2
-"${prio[@]}" cargo bench --bench echo -- "${python[@]}" --chart benchmarks.svg \
+"${prio[@]}" cargo bench --features tls --bench echo -- "${python[@]}" --chart benchmarks.svg \
   >"$work/echo.md" 2> >(grep -v -E '^ *(Finished|Running)' >&2)
 
 end=$(date +%s)
