@@ -222,3 +222,22 @@ fn a_close_that_cannot_flush_aborts_after_the_linger_time() {
         .unwrap();
     assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
 }
+
+#[test]
+fn a_read_takes_no_more_than_fits_below_the_high_water_mark() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::echo();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    t.set_write_buffer_limits(Some(1000), Some(100)).unwrap();
+    peer.set_room(Some(0)); // the echo cannot leave
+    peer.send(&[1; 100_000]);
+    turns(&ev, 3);
+    let read = seen.borrow().bytes.len();
+    // Up to the mark, then one minimum read (4 KiB) takes it over: paused.
+    assert!(
+        read <= 1000 + 4096,
+        "read {read} bytes with nowhere to write them"
+    );
+    assert!(t.is_writing_paused());
+    assert!(t.write_buffer_size() <= 1000 + 4096);
+}
