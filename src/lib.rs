@@ -50,10 +50,12 @@ pub mod signal;
 pub use clock::{Clock, ManualClock, ManualTimer, Timer};
 pub use context::ContextVar;
 pub use deferred::failure::{Failure, FailureReport, Message, Panicked};
+// The conditions a chain fails with, where a user matches on them.
 pub use deferred::{
     defer_later, fail, gather_results, maybe_deferred, race, succeed, Deferred, DeferredList,
     DeferredLock, DeferredQueue, DeferredSemaphore, IntoStep, ListResult, LoopingCall, Resolver,
 };
+pub use deferred::{Abandoned, Cancelled, FailureGroup, LoopClosed, TimedOut};
 pub use error::{Error, Result};
 pub use reactor::{
     default_exception_handler, CurrentCallback, EventLoop, ExceptionContext, Handle, HandleState,

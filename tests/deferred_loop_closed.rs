@@ -28,3 +28,15 @@ fn a_closed_loop_refuses_calls_with_error_and_fails_chains_with_loop_closed() {
     let f = d.add_timeout(MS, &lp).result().unwrap().unwrap_err();
     assert!(f.check::<LoopClosed>(), "{f:?}");
 }
+
+/// The conditions a chain fails with are reachable from the crate root.
+#[test]
+fn chain_errors_are_reexported_at_the_root() {
+    let after = std::time::Duration::from_secs(1);
+    let f = deferloop::Failure::new(deferloop::TimedOut { after });
+    assert!(f.check::<deferloop::TimedOut>());
+    let f = deferloop::Failure::new(deferloop::Cancelled);
+    assert!(f.check::<deferloop::Cancelled>() && !f.check::<deferloop::LoopClosed>());
+    let _: Option<&deferloop::FailureGroup> = f.downcast_ref();
+    let _: Option<&deferloop::Abandoned> = f.downcast_ref();
+}
