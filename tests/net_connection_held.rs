@@ -162,20 +162,25 @@ impl Drop for KeepsItself {
     }
 }
 
+/// A connection whose protocol keeps its own transport; the flag says when
+/// the protocol is dropped.
+fn connected_keeping_itself(ev: &EventLoop) -> (Transport, Rc<Cell<bool>>) {
+    let dropped = Rc::new(Cell::new(false));
+    let l = ev.listen_tcp(local(), || Rec::new().0).unwrap();
+    let proto = KeepsItself {
+        me: None,
+        dropped: dropped.clone(),
+    };
+    let t = ev
+        .run_until(ev.connect_tcp(l.local_addr().as_inet().unwrap(), proto))
+        .unwrap();
+    (t, dropped) // the listener goes on listening until the loop closes
+}
+
 #[test]
 fn a_transport_kept_in_its_own_protocol_keeps_nothing_alive() {
-    let dropped = Rc::new(Cell::new(false));
     let ev = EventLoop::new().unwrap();
-    let l = ev.listen_tcp(local(), || Rec::new().0).unwrap();
-    let t = ev
-        .run_until(ev.connect_tcp(
-            l.local_addr().as_inet().unwrap(),
-            KeepsItself {
-                me: None,
-                dropped: dropped.clone(),
-            },
-        ))
-        .unwrap();
+    let (t, dropped) = connected_keeping_itself(&ev);
     assert!(t.event_loop().is_some());
     t.abort();
     run_until(&ev, T, || dropped.get());
@@ -189,18 +194,8 @@ fn a_transport_kept_in_its_own_protocol_keeps_nothing_alive() {
 
 #[test]
 fn the_loop_is_freed_while_a_protocol_holds_its_transport() {
-    let dropped = Rc::new(Cell::new(false));
     let ev = EventLoop::new().unwrap();
-    let l = ev.listen_tcp(local(), || Rec::new().0).unwrap();
-    let t = ev
-        .run_until(ev.connect_tcp(
-            l.local_addr().as_inet().unwrap(),
-            KeepsItself {
-                me: None,
-                dropped: dropped.clone(),
-            },
-        ))
-        .unwrap();
+    let (t, dropped) = connected_keeping_itself(&ev);
     let lp = t.event_loop().unwrap();
     let weak_probe = lp.remote(); // a Send handle: says whether the loop is gone
     drop(lp);

@@ -66,10 +66,8 @@ impl<P: Protocol> Connection<P> {
     /// abandoned, the protocol is never called, and [`connected`](Self::connected)
     /// fails with a `TimedOut` error naming the address.
     pub fn connect_timeout(self, timeout: Option<std::time::Duration>) -> Self {
-        if let (Some(conn), true) = (
-            self.transport.conn.upgrade(),
-            self.transport.is_connecting(),
-        ) {
+        // Nothing to do once up or gone: set_connect_timeout checks the phase.
+        if let Some(conn) = self.transport.conn.upgrade() {
             if let Some(lp) = conn.lp.upgrade() {
                 conn.set_connect_timeout(&lp, timeout);
             }

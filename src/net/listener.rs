@@ -435,8 +435,10 @@ impl Listener {
     /// (the default) for no limit.
     pub fn set_max_connections(&self, max: Option<usize>) {
         if let Some(src) = self.src.upgrade() {
-            src.st.borrow_mut().max_connections = max;
-            src.st.borrow_mut().ready = true;
+            let mut st = src.st.borrow_mut();
+            st.max_connections = max;
+            st.ready = true; // below a new cap, connections may be waiting
+            drop(st);
             if let Some(lp) = src.lp.upgrade() {
                 lp.wake_source(src.key, Ready::EMPTY);
             }
