@@ -416,6 +416,15 @@ fn child_server(name: &str, args: &[&str]) -> (Killed, SocketAddr) {
     (c, addr)
 }
 
+/// Serializes the tests that fill kernel socket buffers or measure a child's
+/// RSS: run side by side they push the kernel's TCP memory and each other's
+/// figures around (the pipelining test was once seen to fail under a loaded
+/// parallel run).
+fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The resident set of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -431,6 +440,7 @@ fn rss_kib(pid: u32) -> u64 {
 /// < 1 MiB expected; it grew 0.6 MiB when written) and stays under 64 MiB.
 #[test]
 fn http_client_that_pipelines_and_never_reads_is_no_longer_read() {
+    let _one_at_a_time = heavy();
     let (server, addr) = child_server("http_hello", &["127.0.0.1:0", "--head-timeout-ms", "60000"]);
     let pid = server.0.id();
     let before = rss_kib(pid);
@@ -662,6 +672,7 @@ fn fill(s: &mut TcpStream, patience: Duration, at_most: usize) -> usize {
 /// time (5 s) instead of waiting forever to flush, so no descriptor stays.
 #[test]
 fn proxy_fill_then_reset_leaves_no_descriptor_behind() {
+    let _one_at_a_time = heavy();
     let target = std::net::TcpListener::bind(any()).unwrap();
     let taddr = target.local_addr().unwrap();
     let (server, addr) = child_server("proxy", &["127.0.0.1:0", &taddr.to_string()]);
@@ -732,6 +743,7 @@ fn chat_welcomes_a_newcomer_within_200ms_during_a_broadcast_flood() {
 /// grows by a few KiB per connection, not by a buffer each.
 #[test]
 fn echo_rss_after_a_burst_then_idle_of_1000_connections() {
+    let _one_at_a_time = heavy();
     util::raise_fd_limit(4096);
     let (server, addr) = child_server("echo_server", &["127.0.0.1:0"]);
     let pid = server.0.id();
@@ -768,6 +780,7 @@ fn echo_rss_after_a_burst_then_idle_of_1000_connections() {
 /// per connection, not a read more.
 #[test]
 fn echo_rss_with_2000_stalled_readers() {
+    let _one_at_a_time = heavy();
     util::raise_fd_limit(8192);
     let (server, addr) = child_server("echo_server", &["127.0.0.1:0"]);
     let pid = server.0.id();
