@@ -267,6 +267,42 @@ fn gather_results_collects_values_or_first_error() {
         .is_empty());
 }
 
+/// Inputs that all have their result (bare `succeed`/`fail` results, or fired
+/// idle chains) are gathered at once, exactly as the list would: values in
+/// order, the first failure as `FirstError`, every later failure reported as
+/// unhandled once, with its input's creation site.
+#[test]
+fn gather_of_fired_inputs_answers_as_the_list_does() {
+    util::logs();
+    let (fired, fr) = Deferred::<u8>::new();
+    fr.callback(3).unwrap();
+    let g = gather_results(vec![succeed(1u8), succeed(2).map(|x| x), fired]);
+    assert_eq!(g.result().unwrap().unwrap(), [1, 2, 3]);
+
+    let (late, lr) = Deferred::<u8>::new();
+    lr.errback(Failure::msg("gather-late-node")).unwrap();
+    let late_line = line!() + 4;
+    let g = gather_results(vec![
+        succeed(1u8),
+        fail(Failure::msg("gather-first")),
+        fail(Failure::msg("gather-late-bare")),
+        late,
+    ]);
+    let f = g.result().unwrap().unwrap_err();
+    let first = f.downcast_ref::<FirstError>().unwrap();
+    assert_eq!(first.index, 1);
+    assert!(first.failure.to_string().contains("gather-first"));
+    let bare = util::logs().containing("gather-late-bare");
+    assert_eq!(bare.len(), 1);
+    let msg = &bare[0].message;
+    assert!(
+        msg.contains(&format!("deferred_list.rs:{late_line}")),
+        "{msg}"
+    );
+    assert_eq!(util::logs().containing("gather-late-node").len(), 1);
+    assert!(util::logs().containing("gather-first").is_empty());
+}
+
 /// R42: cancelling gather cancels every input.
 #[test]
 fn cancelling_gather_cancels_inputs() {

@@ -7,6 +7,7 @@
 
 use super::errors::{FailureGroup, FirstError};
 use super::node::WeakNode;
+use super::repr::Repr;
 use super::{cancel_weak, Deferred, Resolver};
 use crate::Failure;
 use std::cell::RefCell;
@@ -234,6 +235,9 @@ fn record<T: 'static>(
 /// [`DeferredList`]; later failures are reported, as with `consume_errors(false)`.)
 #[track_caller]
 pub fn gather_results<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<Vec<T>> {
+    if inputs.iter().all(Deferred::is_ready) {
+        return gather_ready(inputs);
+    }
     DeferredList::new(inputs)
         .fire_on_one_errback(true)
         .build()
@@ -248,6 +252,36 @@ pub fn gather_results<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<Vec<T>> 
                 .collect(),
             ListResult::First { .. } => unreachable!("fire_on_one_callback is off"),
         })
+}
+
+/// `gather_results` of inputs that all have their result: what the list
+/// would do, without a list. The first failure fails the gather; later ones
+/// are reported as unhandled, as their detached chains would report them.
+#[track_caller]
+fn gather_ready<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<Vec<T>> {
+    let mut values = Vec::with_capacity(inputs.len());
+    let mut first = None;
+    for (index, d) in inputs.into_iter().enumerate() {
+        let (r, created_at) = match d.take_repr() {
+            Repr::Ready(r, at) => (r, at),
+            other => {
+                let node = other.into_node();
+                let at = node.borrow().created_at();
+                let r = super::node::take_result(&node).expect("every input is ready");
+                (r, at)
+            }
+        };
+        match (r, &first) {
+            (Ok(v), None) => values.push(v.take::<T>()),
+            (Err(failure), None) => first = Some(FirstError { index, failure }),
+            (Err(f), Some(_)) => super::unhandled::report(f, created_at),
+            (Ok(_), Some(_)) => {}
+        }
+    }
+    match first {
+        None => super::succeed(values),
+        Some(e) => super::fail(e),
+    }
 }
 
 struct Race<T> {

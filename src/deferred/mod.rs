@@ -58,6 +58,7 @@ pub mod list;
 pub mod lock;
 mod node;
 pub mod queue;
+mod repr;
 mod resolver;
 mod run;
 mod steps;
@@ -79,7 +80,9 @@ pub use task::{defer_later, LoopingCall};
 pub use unhandled::{set_unhandled_failure_hook, UnhandledFailure, UnhandledFailureHook};
 
 use crate::Failure;
-use node::{Node, NodeRef, StepFn, Value, WeakNode};
+use node::{Node, NodeRef, Res, StepFn, Value, WeakNode};
+use repr::Repr;
+use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -151,17 +154,51 @@ use steps::{Map, OnBoth, OnEither, OnFailure, OnValue, Step};
 /// the *operation* travel down the chain as [`Failure`]s.
 #[must_use = "a Deferred does nothing unless callbacks are added or it is kept"]
 pub struct Deferred<T> {
-    node: NodeRef,
+    /// The chain's node, or its bare result (see `repr.rs`); a `Cell` so that
+    /// `&self` methods can make the node when they first need one.
+    repr: Cell<Repr>,
     /// Invariant in `T` (the chain reads and writes `T`s), and `!Send`.
     _t: PhantomData<*mut T>,
 }
 
 impl<T: 'static> Deferred<T> {
-    fn from_node(node: NodeRef) -> Deferred<T> {
+    fn from_repr(repr: Repr) -> Deferred<T> {
         Deferred {
-            node,
+            repr: Cell::new(repr),
             _t: PhantomData,
         }
+    }
+
+    fn from_node(node: NodeRef) -> Deferred<T> {
+        Deferred::from_repr(Repr::Node(node))
+    }
+
+    /// A Deferred that has fired with `r`, created at `at`: no node yet.
+    fn ready(r: Res, at: &'static Location<'static>) -> Deferred<T> {
+        Deferred::from_repr(Repr::Ready(r, at))
+    }
+
+    /// Moves the state out (the emptied handle drops as nothing).
+    #[inline]
+    fn take_repr(self) -> Repr {
+        self.repr.take()
+    }
+
+    /// The chain's node, made now if the Deferred was a bare result; the
+    /// handle keeps it from then on.
+    fn node(&self) -> NodeRef {
+        let node = self.repr.take().into_node();
+        self.repr.set(Repr::Node(node.clone()));
+        node
+    }
+
+    /// Looks at the state (`f` must not run user code).
+    #[inline]
+    fn peek<R>(&self, f: impl FnOnce(&Repr) -> R) -> R {
+        let repr = self.repr.take();
+        let out = f(&repr);
+        self.repr.set(repr);
+        out
     }
 
     /// A new unfired Deferred and its resolver; records the caller as the
@@ -182,7 +219,7 @@ impl<T: 'static> Deferred<T> {
     pub fn with_canceller(f: impl FnOnce(&Resolver<T>) + 'static) -> (Deferred<T>, Resolver<T>) {
         let at = Location::caller();
         let (d, r) = Deferred::new();
-        d.node
+        d.node()
             .borrow_mut()
             .set_canceller(Box::new(move |node: &NodeRef| {
                 f(&Resolver::from_node(node.clone(), at))
@@ -193,9 +230,12 @@ impl<T: 'static> Deferred<T> {
     /// Adds `step` to the chain (it runs at once if the Deferred has fired
     /// and is idle, as in Twisted).
     #[inline]
-    fn push(self, step: impl StepFn + 'static, at: &'static Location<'static>) -> NodeRef {
-        node::add_call(&self.node, step, at);
-        self.node
+    fn push<U: 'static>(
+        self,
+        step: impl StepFn + 'static,
+        at: &'static Location<'static>,
+    ) -> Deferred<U> {
+        Deferred::from_repr(self.take_repr().push(step, at))
     }
 
     /// Appends a callback (failures pass through). `f` returns
@@ -209,7 +249,7 @@ impl<T: 'static> Deferred<T> {
         f: impl FnOnce(T) -> R + 'static,
     ) -> Deferred<R::Output> {
         let step = OnValue(f, PhantomData);
-        Deferred::from_node(self.push(step, Location::caller()))
+        self.push(step, Location::caller())
     }
 
     /// Appends an errback (values pass through); it may recover with `Ok`.
@@ -221,7 +261,7 @@ impl<T: 'static> Deferred<T> {
         f: impl FnOnce(Failure) -> R + 'static,
     ) -> Deferred<T> {
         let step = OnFailure(f);
-        Deferred::from_node(self.push(step, Location::caller()))
+        self.push(step, Location::caller())
     }
 
     /// Appends one (callback, errback) pair: exactly one of them runs.
@@ -233,7 +273,7 @@ impl<T: 'static> Deferred<T> {
         eb: impl FnOnce(Failure) -> E + 'static,
     ) -> Deferred<R::Output> {
         let step = OnEither(cb, eb, PhantomData);
-        Deferred::from_node(self.push(step, Location::caller()))
+        self.push(step, Location::caller())
     }
 
     /// Appends `f` as both callback and errback (Twisted's `addBoth`).
@@ -245,7 +285,7 @@ impl<T: 'static> Deferred<T> {
         f: impl FnOnce(Result<T, Failure>) -> R + 'static,
     ) -> Deferred<R::Output> {
         let step = OnBoth(f, PhantomData);
-        Deferred::from_node(self.push(step, Location::caller()))
+        self.push(step, Location::caller())
     }
 
     /// Appends an infallible callback: shorthand for `add_callback(|v| Ok(f(v)))`.
@@ -253,13 +293,13 @@ impl<T: 'static> Deferred<T> {
     #[inline]
     pub fn map<U: 'static>(self, f: impl FnOnce(T) -> U + 'static) -> Deferred<U> {
         let step = Map(f, PhantomData);
-        Deferred::from_node(self.push(step, Location::caller()))
+        self.push(step, Location::caller())
     }
 
     /// Stops the chain from running until a matching [`unpause`](Self::unpause);
     /// pauses nest (a counter).
     pub fn pause(&self) {
-        node::pause(&self.node);
+        node::pause(&self.node());
     }
 
     /// Undoes one [`pause`](Self::pause); at zero, a fired chain resumes now.
@@ -267,7 +307,7 @@ impl<T: 'static> Deferred<T> {
     /// # Errors
     /// [`NotPaused`] if the Deferred is not paused (the count stays at zero).
     pub fn unpause(&self) -> Result<(), NotPaused> {
-        if node::unpause(&self.node) {
+        if node::unpause(&self.node()) {
             Ok(())
         } else {
             Err(NotPaused)
@@ -286,7 +326,10 @@ impl<T: 'static> Deferred<T> {
     /// - otherwise: nothing.
     #[track_caller]
     pub fn cancel(&self) {
-        node::cancel(&self.node);
+        // A bare result has fired and waits on nothing: nothing to cancel.
+        if self.peek(|r| matches!(r, Repr::Node(_))) {
+            node::cancel(&self.node());
+        }
     }
 
     /// Twisted's `chainDeferred`: when this chain reaches this point, `target` is
@@ -298,17 +341,27 @@ impl<T: 'static> Deferred<T> {
     /// `chain_deferred` links runs at constant stack depth.
     #[track_caller]
     pub fn chain_deferred(self, target: &Resolver<T>) {
-        node::forward(&self.node, &target.node, Location::caller());
+        node::forward(
+            &self.take_repr().into_node(),
+            &target.node,
+            Location::caller(),
+        );
     }
 
     /// Whether the Deferred has fired (it may still be waiting on a chained one).
     pub fn is_called(&self) -> bool {
-        self.node.borrow().is_called()
+        self.peek(|r| match r {
+            Repr::Node(n) => n.borrow().is_called(),
+            _ => true,
+        })
     }
 
     /// Whether the Deferred is paused (by `pause`, or waiting on a chained one).
     pub fn is_paused(&self) -> bool {
-        self.node.borrow().is_paused()
+        self.peek(|r| match r {
+            Repr::Node(n) => n.borrow().is_paused(),
+            _ => false,
+        })
     }
 
     /// Takes the result if the Deferred has fired and has nothing left to run
@@ -328,9 +381,16 @@ impl<T: 'static> Deferred<T> {
     /// # Errors
     /// The Deferred itself, when it has no result to give yet.
     pub fn result(self) -> Result<Result<T, Failure>, Deferred<T>> {
-        match node::take_result(&self.node) {
-            Some(r) => Ok(r.map(Value::take::<T>)),
-            None => Err(self),
+        match self.repr.take() {
+            Repr::Node(node) => match node::take_result(&node) {
+                Some(r) => Ok(r.map(Value::take::<T>)),
+                None => {
+                    self.repr.set(Repr::Node(node));
+                    Err(self)
+                }
+            },
+            Repr::Ready(r, _) => Ok(r.map(Value::take::<T>)),
+            Repr::Gone => repr::gone(),
         }
     }
 
@@ -350,38 +410,69 @@ impl<T: 'static> Deferred<T> {
 
     /// Where the Deferred was created.
     pub fn created_at(&self) -> &'static Location<'static> {
-        self.node.borrow().created_at()
+        self.peek(Repr::created_at)
     }
 
     /// A handle that can cancel this Deferred without owning its chain, and
     /// without keeping it alive.
     pub(crate) fn cancel_handle(&self) -> CancelHandle {
-        CancelHandle(Rc::downgrade(&self.node))
+        CancelHandle(Rc::downgrade(&self.node()))
     }
 
     /// Whether the Deferred has fired and is idle with nothing queued: a
     /// callback added now runs at once.
+    #[inline]
     pub(crate) fn is_ready(&self) -> bool {
-        self.node.borrow().is_ready()
+        self.peek(Repr::is_ready)
     }
 
     /// The untyped node (for helpers in this module tree).
     pub(crate) fn weak_node(&self) -> WeakNode {
-        Rc::downgrade(&self.node)
+        Rc::downgrade(&self.node())
+    }
+
+    /// What a callback returning this Deferred leaves in its slot: the
+    /// result itself if it is bare, else the node to take it from or wait on.
+    fn into_outcome(self) -> node::Outcome {
+        match self.take_repr() {
+            Repr::Ready(r, _) => node::Outcome::Done(r),
+            other => node::Outcome::Chain(other.into_node()),
+        }
+    }
+}
+
+impl<T> Drop for Deferred<T> {
+    fn drop(&mut self) {
+        // A bare failure nobody took: reported as a node's would be.
+        if let Repr::Ready(Err(f), at) = self.repr.get_mut() {
+            unhandled::report(f.clone(), at);
+        }
     }
 }
 
 impl<T> fmt::Debug for Deferred<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.node.borrow();
+        let repr = self.repr.take();
         let mut s = f.debug_struct("Deferred");
-        s.field("created_at", &format_args!("{}", n.created_at()))
-            .field("called", &n.is_called())
-            .field("paused", &n.is_paused());
-        // Twisted's repr: "waiting on Deferred at ...".
-        if let Some(at) = n.waiting_on() {
-            s.field("waiting_on", &format_args!("Deferred created at {at}"));
+        match &repr {
+            Repr::Node(n) => {
+                let n = n.borrow();
+                s.field("created_at", &format_args!("{}", n.created_at()))
+                    .field("called", &n.is_called())
+                    .field("paused", &n.is_paused());
+                // Twisted's repr: "waiting on Deferred at ...".
+                if let Some(at) = n.waiting_on() {
+                    s.field("waiting_on", &format_args!("Deferred created at {at}"));
+                }
+            }
+            Repr::Ready(_, at) => {
+                s.field("created_at", &format_args!("{at}"))
+                    .field("called", &true)
+                    .field("paused", &false);
+            }
+            Repr::Gone => {}
         }
+        self.repr.set(repr);
         s.finish()
     }
 }
@@ -409,14 +500,14 @@ pub(crate) fn cancel_weak(w: &WeakNode) {
 /// A Deferred that has already fired with `v` (Twisted's `succeed`).
 #[track_caller]
 pub fn succeed<T: 'static>(v: T) -> Deferred<T> {
-    Deferred::from_node(Node::fired(Ok(Value::new(v)), Location::caller()))
+    Deferred::ready(Ok(Value::new(v)), Location::caller())
 }
 
 /// A Deferred that has already failed with `f` (Twisted's `fail`); an existing
 /// `Failure` is kept as is (the same failure).
 #[track_caller]
 pub fn fail<T: 'static>(f: impl Into<Failure>) -> Deferred<T> {
-    Deferred::from_node(Node::fired(Err(f.into()), Location::caller()))
+    Deferred::ready(Err(f.into()), Location::caller())
 }
 
 /// Calls `f` now and makes its outcome a Deferred (Twisted's `maybeDeferred`):
@@ -428,9 +519,9 @@ pub fn maybe_deferred<R: IntoStep>(f: impl FnOnce() -> R) -> Deferred<R::Output>
     let at = Location::caller();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => match r.into_step() {
-            Step::Ready(r) => Deferred::from_node(Node::fired(r.map(Value::new), at)),
+            Step::Ready(r) => Deferred::ready(r.map(Value::new), at),
             Step::Chain(d) => d,
         },
-        Err(p) => Deferred::from_node(Node::fired(Err(Failure::from_panic(p, at)), at)),
+        Err(p) => Deferred::ready(Err(Failure::from_panic(p, at)), at),
     }
 }

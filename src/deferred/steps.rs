@@ -64,7 +64,7 @@ fn outcome<R: IntoStep>(r: R) -> Outcome {
     match r.into_step() {
         Step::Ready(Ok(v)) => Outcome::Done(Ok(Value::new(v))),
         Step::Ready(Err(f)) => Outcome::Done(Err(f)),
-        Step::Chain(d) => Outcome::Chain(d.node),
+        Step::Chain(d) => d.into_outcome(),
     }
 }
 

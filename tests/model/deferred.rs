@@ -403,17 +403,32 @@ fn quiet_model_panics() {
     });
 }
 
-pub fn check(cancel_with: Option<CancellerM>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+pub fn check(
+    cancel_with: Option<CancellerM>,
+    start: Option<i64>,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
     quiet_model_panics();
     LOGGED.with(|c| c.set((0, 0)));
     let mut m = Model::default();
     let root = m.new_node();
+    // A chain that starts fired (`succeed`) has no canceller.
+    let cancel_with = cancel_with.filter(|_| start.is_none());
     m.nodes[root].canceller = cancel_with;
     m.main.push(root);
     let trace: Rc<RefCell<Vec<String>>> = Rc::default();
-    let (d, r) = match cancel_with {
-        None => Deferred::<i64>::new(),
-        Some(c) => {
+    let (d, r) = match (start, cancel_with) {
+        (Some(v), _) => {
+            // `succeed(v)`: a bare result with no node, until something needs
+            // one. Its stand-in Resolver answers as the root's would (it has
+            // fired).
+            m.fire(root, Ok(v));
+            let (_, r) = Deferred::<i64>::new();
+            r.callback(v).unwrap();
+            (succeed(v), r)
+        }
+        (None, None) => Deferred::<i64>::new(),
+        (None, Some(c)) => {
             let t = trace.clone();
             Deferred::with_canceller(move |r: &Resolver<i64>| {
                 t.borrow_mut().push("canceller".to_owned());
