@@ -47,7 +47,7 @@ mod reactor;
 pub mod shutdown;
 pub mod signal;
 
-pub use clock::{Clock, ManualClock, ManualTimer, Timer};
+pub use clock::{AsClock, Clock, ManualClock, ManualTimer, Timer};
 pub use context::ContextVar;
 pub use deferred::failure::{Failure, FailureReport, Message, Panicked};
 // The conditions a chain fails with, where a user matches on them.
