@@ -145,6 +145,59 @@ use steps::{Map, OnBoth, OnEither, OnFailure, OnValue, Step};
 /// }
 /// ```
 ///
+/// # Examples
+/// A chain: callbacks transform the value, a failure skips to the next
+/// errback, an errback that returns `Ok` recovers.
+/// ```
+/// use deferloop::{Deferred, Failure};
+///
+/// let (d, r) = Deferred::<u32>::new();
+/// let d = d
+///     .add_callback(|n| Ok(n * 2))
+///     .add_callback(|n| if n > 10 { Err(Failure::msg("too big")) } else { Ok(n) })
+///     .add_callback(|_| -> Result<u32, Failure> { unreachable!("skipped") })
+///     .add_errback(|f| {
+///         assert_eq!(f.to_string(), "too big");
+///         Ok(0)
+///     })
+///     .add_callback(|n| Ok(n + 1));
+/// r.callback(20).unwrap(); // whoever holds the Resolver fires the chain
+/// assert_eq!(d.result().unwrap().unwrap(), 1);
+/// ```
+///
+/// A callback that returns a Deferred chains it: the outer chain waits for
+/// it, then goes on with its result.
+/// ```
+/// use deferloop::{defer_later, succeed, EventLoop};
+/// use std::time::Duration;
+///
+/// let ev = EventLoop::new()?;
+/// let lp = ev.handle();
+/// let d = succeed("user-7")
+///     .add_callback(move |name| {
+///         // A lookup that answers later, on the loop.
+///         defer_later(&lp, Duration::from_millis(1), move || Ok(name.len()))
+///     })
+///     .add_callback(|len| Ok(len * 10));
+/// assert_eq!(ev.run_until(d).unwrap(), 60);
+/// # Ok::<(), deferloop::Error>(())
+/// ```
+///
+/// Cancelling a Deferred that has not fired runs its canceller, and fails it
+/// with [`Cancelled`] if the canceller did not fire it; an errback can
+/// [`trap`](Failure::trap) that.
+/// ```
+/// use deferloop::{Cancelled, Deferred};
+///
+/// let (d, _r) = Deferred::<u32>::with_canceller(|_r| println!("stop the operation"));
+/// let d = d.add_errback(|f| {
+///     f.trap::<Cancelled>()?; // any other failure passes on
+///     Ok(0)
+/// });
+/// d.cancel();
+/// assert_eq!(d.result().unwrap().unwrap(), 0);
+/// ```
+///
 /// # Errors
 /// Firing twice returns [`AlreadyCalled`] from the [`Resolver`];
 /// [`unpause`](Self::unpause) without `pause` returns [`NotPaused`]. Errors of
