@@ -1,19 +1,25 @@
 //! Deferred: results that aren't immediately available.
 //!
-//! Owns the typed chain handle [`Deferred`], its firing side [`Resolver`], what a
-//! callback may return ([`IntoStep`]), and [`succeed`], [`fail`],
-//! [`maybe_deferred`]. The helpers live beside it: [`list`] (DeferredList,
-//! gather, race), [`timeout`], [`task`] (defer_later, LoopingCall), [`lock`],
-//! [`queue`], and [`errors`]. The firing side is `resolver.rs`, what callbacks
-//! return `steps.rs`; the untyped core is `node.rs` with `cancel.rs`,
-//! `value.rs` and `run.rs`. Tests: unit tests beside the core; behaviour in
-//! tests/deferred_*.rs.
+//! A function that cannot answer at once returns a [`Deferred`] and keeps its
+//! [`Resolver`]; the caller adds callbacks, which run when the Resolver fires.
+//! What a callback may return is an [`IntoStep`]: a `Result`, or another
+//! Deferred to wait for. Ready-made ones: [`succeed`], [`fail`],
+//! [`maybe_deferred`]. Beside it: [`list`] (wait for several: `DeferredList`,
+//! `gather_results`, `race`), [`timeout`] (give up after a while), [`task`]
+//! (`defer_later`, `LoopingCall`), [`lock`] and [`queue`] (take turns), and
+//! [`errors`] (what chains fail with). A failure nobody handled is reported
+//! when its Deferred is dropped: to the hook set with
+//! [`set_unhandled_failure_hook`] ([`UnhandledFailure`],
+//! [`UnhandledFailureHook`]), else to the log.
 //!
 //! A `Deferred` is Twisted's Deferred with types: a chain of (callback, errback)
 //! pairs fed by one result, with the same rules (chaining, pausing, cancelling,
 //! unhandled-error reporting) — see [`Deferred`].
 //!
 //! # Twisted spelling → deferloop spelling
+//!
+//! The most used names; [the guide for Twisted users](crate::guide::for_twisted_users)
+//! has them all.
 //!
 //! | Twisted                                   | deferloop                                            |
 //! |-------------------------------------------|------------------------------------------------------|
@@ -120,8 +126,8 @@ use steps::{Map, OnBoth, OnEither, OnFailure, OnValue, Step};
 ///
 /// `Deferred<T>` is consumed by every `add_*` and is not `Clone`: exactly one
 /// party extends a chain, and nobody can add callbacks to a Deferred after
-/// returning it from a callback (Twisted's footgun
-/// [#6171](https://github.com/twisted/twisted/issues/6171) is impossible by
+/// returning it from a callback (a Twisted footgun,
+/// <https://github.com/twisted/twisted/issues/6171>, is impossible by
 /// construction). It is `!Send`: a chain belongs to one thread.
 ///
 /// ```compile_fail
