@@ -62,8 +62,8 @@ type Body<C> = Box<dyn FnMut(&LoopingCall<C>, u64) -> Deferred<()>>;
 ///
 /// - [`start`](Self::start) records the start time; with `now == true` the first
 ///   call is at once, else at start + interval. It returns a Deferred that fires
-///   with `()` when the loop is [stopped](Self::stop), or fails with the failure of
-///   a call that failed (which also stops the loop).
+///   with `()` when the looping call is [stopped](Self::stop), or fails with the failure of
+///   a call that failed (which also stops the looping call).
 /// - Calls sit on the grid `start + k·interval`: after a call the next one is
 ///   `interval - ((now - start) % interval)` away, so missed ticks are skipped,
 ///   not bunched. An interval of zero reschedules with delay zero.
@@ -201,10 +201,10 @@ impl<C: Clock> LoopingCall<C> {
         }
     }
 
-    /// Starts the loop; see the type's documentation.
+    /// Starts the looping call; see the type's documentation.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if the loop is already running; the clock's error if
+    /// [`Error::InvalidInput`] if the looping call is already running; the clock's error if
     /// it cannot schedule the first call (`now == false`). A failure of the first
     /// call under `now == true` is not an error here: the returned Deferred has
     /// failed.
@@ -233,11 +233,11 @@ impl<C: Clock> LoopingCall<C> {
         Ok(d)
     }
 
-    /// Stops the loop: no further calls. The start Deferred fires with `()` now if
+    /// Stops the looping call: no further calls. The start Deferred fires with `()` now if
     /// a call was scheduled, or when the running call's Deferred completes.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if the loop is not running.
+    /// [`Error::InvalidInput`] if the looping call is not running.
     pub fn stop(&self) -> Result<(), Error> {
         let mut s = self.inner.borrow_mut();
         if !s.running {
@@ -259,8 +259,8 @@ impl<C: Clock> LoopingCall<C> {
     /// (nothing changes while a call is running).
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if the loop is not running; the clock's error if it
-    /// cannot reschedule (the loop then stops and its Deferred fails).
+    /// [`Error::InvalidInput`] if the looping call is not running; the clock's error if it
+    /// cannot reschedule (the looping call then stops and its Deferred fails).
     pub fn reset(&self) -> Result<(), Error> {
         let mut s = self.inner.borrow_mut();
         if !s.running {
@@ -282,7 +282,7 @@ impl<C: Clock> LoopingCall<C> {
         Ok(())
     }
 
-    /// Whether the loop is started and not stopped.
+    /// Whether the looping call is started and not stopped.
     pub fn is_running(&self) -> bool {
         self.inner.borrow().running
     }
