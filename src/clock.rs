@@ -1,13 +1,11 @@
-//! Time as a value: the `Clock` trait that time-based helpers take, and
-//! `ManualClock`, a clock that only moves when told to (Twisted's `task.Clock`).
-//!
-//! The Deferred does not know the loop. Helpers that need time (`defer_later`,
-//! `Deferred::add_timeout`, `LoopingCall`) take a `Clock`: a [`Loop`](crate::Loop)
-//! in programs, a `ManualClock` in tests, so that timeouts and looping calls are
-//! tested without sleeping. Tests: below, and tests/deferred_*.rs.
+// Time as a value: the `Clock` trait that time-based helpers take, `AsClock`
+// (what they accept), and `ManualClock`, a clock that only moves when told to
+// (Twisted's `task.Clock`). The Deferred does not know the loop: helpers that
+// need time take a clock. Tests: below, tests/deferred_*.rs,
+// tests/clock_helpers_accept_event_loop.rs.
 
 use crate::reactor::timers::{Cancelled, TimerHeap, TimerId};
-use crate::Error;
+use crate::{Error, EventLoop, Loop};
 use std::cell::RefCell;
 use std::fmt;
 use std::rc::{Rc, Weak};
@@ -15,8 +13,9 @@ use std::time::{Duration, Instant};
 
 /// A source of monotonic time that can run a function later.
 ///
-/// Implemented by [`Loop`](crate::Loop) and [`ManualClock`]. A clock is a cheap
-/// handle (`Clone`) so that a helper can keep it to schedule again later.
+/// Implemented by [`Loop`] and [`ManualClock`]. A clock is a cheap handle
+/// (`Clone`) so that a helper can keep it to schedule again later. Helpers take
+/// an [`AsClock`], which the owning [`EventLoop`] also is.
 pub trait Clock: Clone + 'static {
     /// The handle of one delayed call.
     type Timer: Timer;
@@ -34,6 +33,73 @@ pub trait Clock: Clone + 'static {
         delay: Duration,
         f: F,
     ) -> Result<Self::Timer, Error>;
+}
+
+/// What the helpers that need time accept: a [`Clock`], or what holds one.
+///
+/// [`Deferred::add_timeout`](crate::Deferred::add_timeout),
+/// [`defer_later`](crate::defer_later) and [`LoopingCall`](crate::LoopingCall)
+/// take an `AsClock`, so the owning [`EventLoop`] works where its
+/// [`Loop`] handle does: `&ev`, `&ev.handle()`, the `&Loop` a callback gets,
+/// and a [`ManualClock`] or `&ManualClock` in tests. Every [`Clock`] is one.
+///
+/// # Examples
+/// ```
+/// use deferloop::{Deferred, EventLoop, TimedOut};
+/// use std::time::Duration;
+///
+/// let ev = EventLoop::new()?;
+/// let (d, _r) = Deferred::<()>::new();
+/// let d = d.add_timeout(Duration::from_millis(5), &ev); // `&ev.handle()` works too
+/// assert!(ev.run_until(d).unwrap_err().check::<TimedOut>());
+/// # Ok::<(), deferloop::Error>(())
+/// ```
+pub trait AsClock {
+    /// The clock handed over.
+    type Clock: Clock;
+
+    /// Borrows the clock.
+    fn as_clock(&self) -> &Self::Clock;
+}
+
+impl<C: Clock> AsClock for C {
+    type Clock = C;
+
+    fn as_clock(&self) -> &C {
+        self
+    }
+}
+
+impl AsClock for EventLoop {
+    type Clock = Loop;
+
+    fn as_clock(&self) -> &Loop {
+        self
+    }
+}
+
+impl AsClock for &EventLoop {
+    type Clock = Loop;
+
+    fn as_clock(&self) -> &Loop {
+        self
+    }
+}
+
+impl AsClock for &Loop {
+    type Clock = Loop;
+
+    fn as_clock(&self) -> &Loop {
+        self
+    }
+}
+
+impl AsClock for &ManualClock {
+    type Clock = ManualClock;
+
+    fn as_clock(&self) -> &ManualClock {
+        self
+    }
 }
 
 /// A delayed call that can be cancelled.

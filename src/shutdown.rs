@@ -1,6 +1,6 @@
 //! Stopping a service cleanly: [`Shutdown`], Twisted's before/during/after
 //! "shutdown" triggers with a deadline on every phase, and the "stop on
-//! SIGINT/SIGTERM, force on the second" helper. Tests: tests/shutdown_*.rs.
+//! SIGINT/SIGTERM, force on the second" helper.
 //!
 //! The sequence [`Shutdown::start`] runs:
 //!

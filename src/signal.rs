@@ -1,13 +1,14 @@
-//! Unix signals as ordinary callbacks in the turn. Owns [`Signal`],
-//! [`SignalHandler`], the process-wide slot table and the one C handler.
-//! Tests: tests/signal_handlers.rs, tests/signal_stop.rs.
+//! Unix signals as ordinary callbacks in the turn: [`Loop::add_signal_handler`]
+//! calls a function on the loop's thread when a signal arrives, and returns a
+//! [`SignalHandler`] that removes it.
 //!
 //! How a signal travels: the C handler (`on_signal`) runs on whatever thread
 //! the kernel picked and only stores a flag and writes one byte to the pipe
 //! of every handler watching that signal (a *slot*: an atomic fd, signal
 //! number and "pending" flag, so the handler takes no lock and allocates
 //! nothing). Each [`SignalHandler`] is a source in its loop that reads its
-//! pipe and calls the user's callback in step 6 of a turn, on the loop's
+//! pipe and calls the user's callback in a turn, with the other ready
+//! callbacks, on the loop's
 //! thread. A byte is written only when the flag goes from clear to set, so a
 //! burst of one signal costs one byte and one callback, as wake-ups do.
 //!

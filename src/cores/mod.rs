@@ -1,7 +1,6 @@
 //! One loop per core: [`Cores`] starts N threads, each with its own
 //! [`EventLoop`], spreads a listener's connections over them, lets them call
-//! each other ([`Peers`]), and stops them together. Owns `Cores`,
-//! `CoresBuilder`, `Peers`, `Spread`. Tests: tests/cores.rs.
+//! each other ([`Peers`]), and stops them together.
 //!
 //! The shape of nginx's workers and of thread-per-core servers: the loops
 //! share nothing. Everything a loop owns (its `Loop`, transports, protocols,

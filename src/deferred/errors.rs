@@ -1,11 +1,10 @@
 //! The errors of the Deferred layer: what firing, pausing, cancelling, timing out,
 //! the list helpers and the lock/queue helpers report.
 //!
-//! Owns `Abandoned`, `LoopClosed`, `AlreadyCalled`, `NotPaused`, `ChainedToSelf`, `Cancelled`, `TimedOut`,
-//! `FirstError`, `FailureGroup`, `QueueOverflow`, `QueueUnderflow`.
-//! Errors that are *events* (`Cancelled`, `TimedOut`, `FirstError`, ...) travel
-//! inside a [`Failure`]; misuse errors (`AlreadyCalled`, `NotPaused`, ...) are
-//! returned by the call. Tests: tests/deferred_*.rs.
+//! Errors that are *events* ([`Cancelled`], [`TimedOut`], [`FirstError`],
+//! [`Abandoned`], ...) travel inside a [`Failure`]: match them with
+//! [`Failure::check`] or [`Failure::trap`]. Misuse errors ([`AlreadyCalled`],
+//! [`NotPaused`], ...) are returned by the call.
 
 use crate::Failure;
 use std::error::Error as StdError;

@@ -1,9 +1,10 @@
-//! `Failure`: an error travelling down a Deferred's errback chain.
+//! [`Failure`]: an error travelling down a Deferred's errback chain.
 //!
-//! Owns `Failure`, `FailureReport` and `Panicked`. A `Failure` wraps any `std::error::Error + 'static`
-//! (or a caught panic), remembers where it arose, and is cheap to clone: clones are
-//! the *same* failure (`Failure::ptr_eq`), which is what `trap` relies on to re-raise
-//! the identical failure. Tests: below, and tests/deferred_failure.rs.
+//! A `Failure` wraps any `std::error::Error + 'static` (or a caught panic,
+//! [`Panicked`]), remembers where it arose, and is cheap to clone: clones are
+//! the *same* failure ([`Failure::ptr_eq`]), which is what
+//! [`trap`](Failure::trap) relies on to hand back the identical failure. An
+//! errback tells failures apart with [`check`](Failure::check) and `trap`.
 
 use std::any::Any;
 use std::backtrace::{Backtrace, BacktraceStatus};

@@ -1,9 +1,12 @@
-//! Combining Deferreds: `DeferredList`, `gather_results`, `race` (Twisted's).
+//! Waiting for several Deferreds at once (Twisted's): [`DeferredList`] for
+//! every result, [`gather_results`] for every value or the first failure,
+//! [`race`] for the first success.
 //!
-//! Owns `DeferredList`, `ListResult`, `gather_results`, `race`. Each helper adds
-//! one link at the end of every input's chain and keeps only weak handles to the
-//! inputs (for `cancel`); an input is kept alive by whoever can still fire it.
-//! Tests: tests/deferred_list.rs.
+//! Each helper adds one link at the end of every input's chain and keeps the
+//! inputs only to cancel them: an input is kept alive by whoever can still
+//! fire it.
+
+// Tests: tests/deferred_list.rs.
 
 use super::errors::{FailureGroup, FirstError};
 use super::node::WeakNode;
@@ -233,6 +236,30 @@ fn record<T: 'static>(
 /// errback with [`FirstError`] for the first failure. Empty input fires `vec![]`.
 /// Cancelling the result cancels every input. (Failure reporting as for
 /// [`DeferredList`]; later failures are reported, as with `consume_errors(false)`.)
+///
+/// # Examples
+/// ```
+/// use deferloop::deferred::FirstError;
+/// use deferloop::{defer_later, gather_results, EventLoop, Failure};
+/// use std::time::Duration;
+///
+/// let ev = EventLoop::new()?;
+/// let ms = Duration::from_millis;
+/// let all = gather_results(vec![
+///     defer_later(&ev, ms(3), || Ok(1)),
+///     defer_later(&ev, ms(1), || Ok(2)),
+/// ]);
+/// assert_eq!(ev.run_until(all).unwrap(), [1, 2]); // input order, not arrival order
+///
+/// let one_fails = gather_results(vec![
+///     defer_later(&ev, ms(1), || Ok(1)),
+///     defer_later(&ev, ms(2), || Err::<u32, _>(Failure::msg("no route"))),
+/// ]);
+/// let f = ev.run_until(one_fails).unwrap_err();
+/// let first = f.downcast_ref::<FirstError>().unwrap();
+/// assert_eq!((first.index, first.failure.to_string().as_str()), (1, "no route"));
+/// # Ok::<(), deferloop::Error>(())
+/// ```
 #[track_caller]
 pub fn gather_results<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<Vec<T>> {
     if inputs.iter().all(Deferred::is_ready) {
@@ -296,6 +323,23 @@ struct Race<T> {
 /// input fails: an errback with [`FailureGroup`] (failures in input order).
 /// Cancelling the result cancels every input; results arriving after the race is
 /// decided or cancelled are ignored. An empty race never fires (as in Twisted).
+///
+/// # Examples
+/// Ask two mirrors, keep the first answer; the slower request is cancelled:
+/// ```
+/// use deferloop::{defer_later, race, EventLoop};
+/// use std::time::Duration;
+///
+/// let ev = EventLoop::new()?;
+/// let ms = Duration::from_millis;
+/// let first = race(vec![
+///     defer_later(&ev, ms(200), || Ok("mirror A")),
+///     defer_later(&ev, ms(1), || Ok("mirror B")),
+/// ]);
+/// assert_eq!(ev.run_until(first).unwrap(), (1, "mirror B"));
+/// assert_eq!(ev.timer_count(), 0); // mirror A's timer is gone
+/// # Ok::<(), deferloop::Error>(())
+/// ```
 #[track_caller]
 pub fn race<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<(usize, T)> {
     let n = inputs.len();

@@ -1,14 +1,12 @@
 //! Mutual exclusion for callback chains: `DeferredLock` and `DeferredSemaphore`
 //! (Twisted's).
 //!
-//! Owns `DeferredLock`, `DeferredSemaphore` and `LockGuard`. Acquiring gives
-//! a `Deferred<LockGuard>` that fires when the lock/token is yours; the guard
+//! Acquiring gives a `Deferred<LockGuard>` that fires when the lock/token is yours; the guard
 //! gives it back when dropped, wherever down the chain it travelled (Twisted's
 //! `release()`, which could be forgotten or called twice, is gone). Releases
 //! that happen inside a waiter's callback are trampolined, so a cascade
 //! through any number of waiters runs at constant stack depth (Twisted's
-//! [#9304](https://github.com/twisted/twisted/issues/9304) overflows).
-//! Tests: tests/deferred_lock_queue.rs, tests/deferred_lock_guard.rs.
+//! overflows: <https://github.com/twisted/twisted/issues/9304>).
 
 use super::{maybe_deferred, succeed, Deferred, IntoStep, Resolver};
 use std::cell::RefCell;

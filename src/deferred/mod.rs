@@ -1,19 +1,25 @@
 //! Deferred: results that aren't immediately available.
 //!
-//! Owns the typed chain handle [`Deferred`], its firing side [`Resolver`], what a
-//! callback may return ([`IntoStep`]), and [`succeed`], [`fail`],
-//! [`maybe_deferred`]. The helpers live beside it: [`list`] (DeferredList,
-//! gather, race), [`timeout`], [`task`] (defer_later, LoopingCall), [`lock`],
-//! [`queue`], and [`errors`]. The firing side is `resolver.rs`, what callbacks
-//! return `steps.rs`; the untyped core is `node.rs` with `cancel.rs`,
-//! `value.rs` and `run.rs`. Tests: unit tests beside the core; behaviour in
-//! tests/deferred_*.rs.
+//! A function that cannot answer at once returns a [`Deferred`] and keeps its
+//! [`Resolver`]; the caller adds callbacks, which run when the Resolver fires.
+//! What a callback may return is an [`IntoStep`]: a `Result`, or another
+//! Deferred to wait for. Ready-made ones: [`succeed`], [`fail`],
+//! [`maybe_deferred`]. Beside it: [`list`] (wait for several: `DeferredList`,
+//! `gather_results`, `race`), [`timeout`] (give up after a while), [`task`]
+//! (`defer_later`, `LoopingCall`), [`lock`] and [`queue`] (take turns), and
+//! [`errors`] (what chains fail with). A failure nobody handled is reported
+//! when its Deferred is dropped: to the hook set with
+//! [`set_unhandled_failure_hook`] ([`UnhandledFailure`],
+//! [`UnhandledFailureHook`]), else to the log.
 //!
 //! A `Deferred` is Twisted's Deferred with types: a chain of (callback, errback)
 //! pairs fed by one result, with the same rules (chaining, pausing, cancelling,
 //! unhandled-error reporting) — see [`Deferred`].
 //!
 //! # Twisted spelling → deferloop spelling
+//!
+//! The most used names; [the guide for Twisted users](crate::guide::for_twisted_users)
+//! has them all.
 //!
 //! | Twisted                                   | deferloop                                            |
 //! |-------------------------------------------|------------------------------------------------------|
@@ -123,8 +129,8 @@ use steps::{Map, OnBoth, OnEither, OnFailure, OnValue, Step};
 ///
 /// `Deferred<T>` is consumed by every `add_*` and is not `Clone`: exactly one
 /// party extends a chain, and nobody can add callbacks to a Deferred after
-/// returning it from a callback (Twisted's footgun
-/// [#6171](https://github.com/twisted/twisted/issues/6171) is impossible by
+/// returning it from a callback (a Twisted footgun,
+/// <https://github.com/twisted/twisted/issues/6171>, is impossible by
 /// construction). It is `!Send`: a chain belongs to one thread.
 ///
 /// ```compile_fail
@@ -146,6 +152,59 @@ use steps::{Map, OnBoth, OnEither, OnFailure, OnValue, Step};
 /// fn narrow<'x>(d: Deferred<&'static str>) -> Deferred<&'x str> {
 ///     d
 /// }
+/// ```
+///
+/// # Examples
+/// A chain: callbacks transform the value, a failure skips to the next
+/// errback, an errback that returns `Ok` recovers.
+/// ```
+/// use deferloop::{Deferred, Failure};
+///
+/// let (d, r) = Deferred::<u32>::new();
+/// let d = d
+///     .add_callback(|n| Ok(n * 2))
+///     .add_callback(|n| if n > 10 { Err(Failure::msg("too big")) } else { Ok(n) })
+///     .add_callback(|_| -> Result<u32, Failure> { unreachable!("skipped") })
+///     .add_errback(|f| {
+///         assert_eq!(f.to_string(), "too big");
+///         Ok(0)
+///     })
+///     .add_callback(|n| Ok(n + 1));
+/// r.callback(20).unwrap(); // whoever holds the Resolver fires the chain
+/// assert_eq!(d.result().unwrap().unwrap(), 1);
+/// ```
+///
+/// A callback that returns a Deferred chains it: the outer chain waits for
+/// it, then goes on with its result.
+/// ```
+/// use deferloop::{defer_later, succeed, EventLoop};
+/// use std::time::Duration;
+///
+/// let ev = EventLoop::new()?;
+/// let lp = ev.handle();
+/// let d = succeed("user-7")
+///     .add_callback(move |name| {
+///         // A lookup that answers later, on the loop.
+///         defer_later(&lp, Duration::from_millis(1), move || Ok(name.len()))
+///     })
+///     .add_callback(|len| Ok(len * 10));
+/// assert_eq!(ev.run_until(d).unwrap(), 60);
+/// # Ok::<(), deferloop::Error>(())
+/// ```
+///
+/// Cancelling a Deferred that has not fired runs its canceller, and fails it
+/// with [`Cancelled`] if the canceller did not fire it; an errback can
+/// [`trap`](Failure::trap) that.
+/// ```
+/// use deferloop::{Cancelled, Deferred};
+///
+/// let (d, _r) = Deferred::<u32>::with_canceller(|_r| println!("stop the operation"));
+/// let d = d.add_errback(|f| {
+///     f.trap::<Cancelled>()?; // any other failure passes on
+///     Ok(0)
+/// });
+/// d.cancel();
+/// assert_eq!(d.result().unwrap().unwrap(), 0);
 /// ```
 ///
 /// # Errors

@@ -1,8 +1,8 @@
 //! A queue whose `get` is a Deferred: `DeferredQueue` (Twisted's).
 //!
-//! Owns `DeferredQueue`. A `put` that fires a waiting getter from inside
-//! another getter's callback is trampolined (constant stack depth for any
-//! cascade). Tests: tests/deferred_lock_queue.rs.
+//! A `put` that fires a waiting getter from inside another getter's callback
+//! is trampolined: a cascade through any number of getters runs at constant
+//! stack depth.
 
 use super::errors::{QueueOverflow, QueueUnderflow};
 use super::{succeed, Deferred, Resolver};

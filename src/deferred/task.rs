@@ -1,12 +1,15 @@
-//! Time-driven Deferreds: `defer_later` and `LoopingCall` (Twisted's `task`).
+//! Work driven by time (Twisted's `twisted.internet.task`): [`defer_later`]
+//! runs a function once after a delay, [`LoopingCall`] runs one every interval.
 //!
-//! Owns `defer_later` and `LoopingCall`. Time comes from a [`Clock`] passed in
-//! (a loop in programs, a [`ManualClock`](crate::ManualClock) in tests); all
-//! arithmetic is on integer `Duration`s. Tests: tests/deferred_looping_call.rs,
-//! tests/deferred_timeout.rs (defer_later).
+//! Both take the clock to run on: the loop (`&ev`, or the `&Loop` a callback
+//! gets) in programs, a [`ManualClock`](crate::ManualClock) in tests, so that
+//! a test moves time by hand instead of sleeping.
+
+// All arithmetic is on integer `Duration`s. Tests: tests/deferred_looping_call.rs,
+// tests/deferred_timeout.rs (defer_later), tests/looping_call_stops_itself.rs.
 
 use super::{maybe_deferred, succeed, Deferred, IntoStep, Resolver};
-use crate::{Clock, Error, Failure, Timer};
+use crate::{AsClock, Clock, Error, Failure, Timer};
 use std::cell::RefCell;
 use std::fmt;
 use std::panic::Location;
@@ -22,12 +25,20 @@ use std::time::{Duration, Instant};
 /// schedule (a closed loop), the Deferred has failed with
 /// [`LoopClosed`](super::LoopClosed).
 #[track_caller]
-pub fn defer_later<C: Clock, R: IntoStep>(
-    clock: &C,
+pub fn defer_later<R: IntoStep>(
+    clock: &impl AsClock,
     delay: Duration,
     f: impl FnOnce() -> R + 'static,
 ) -> Deferred<R::Output> {
-    let at = Location::caller();
+    defer_later_on(clock.as_clock(), delay, f, Location::caller())
+}
+
+fn defer_later_on<C: Clock, R: IntoStep>(
+    clock: &C,
+    delay: Duration,
+    f: impl FnOnce() -> R + 'static,
+    at: &'static Location<'static>,
+) -> Deferred<R::Output> {
     let slot: Rc<RefCell<Option<C::Timer>>> = Rc::new(RefCell::new(None));
     let s2 = slot.clone();
     let (d, r) = Deferred::<()>::with_canceller(move |_| {
@@ -45,26 +56,50 @@ pub fn defer_later<C: Clock, R: IntoStep>(
     d.add_callback(move |()| f())
 }
 
-type Body = Box<dyn FnMut(u64) -> Deferred<()>>;
+type Body<C> = Box<dyn FnMut(&LoopingCall<C>, u64) -> Deferred<()>>;
 
 /// Calls a function every `interval` on a clock (Twisted's `LoopingCall`).
 ///
 /// - [`start`](Self::start) records the start time; with `now == true` the first
 ///   call is at once, else at start + interval. It returns a Deferred that fires
-///   with `()` when the loop is [stopped](Self::stop), or fails with the failure of
-///   a call that failed (which also stops the loop).
+///   with `()` when the looping call is [stopped](Self::stop), or fails with the failure of
+///   a call that failed (which also stops the looping call).
 /// - Calls sit on the grid `start + k·interval`: after a call the next one is
 ///   `interval - ((now - start) % interval)` away, so missed ticks are skipped,
 ///   not bunched. An interval of zero reschedules with delay zero.
 /// - If the function returns a Deferred, the next call is scheduled only when it
 ///   has fired.
 /// - `stop()` cancels a scheduled call and fires the start Deferred at once; if a
-///   call's Deferred is pending, the start Deferred fires when it completes. The
-///   function may stop the loop from inside.
+///   call's Deferred is pending, the start Deferred fires when it completes. A
+///   function made with [`with_handle`](Self::with_handle) is passed the
+///   `LoopingCall`, to stop it from inside (Twisted's `f` calling `lc.stop()`).
 ///
-/// The handle is cheap to clone; a scheduled call keeps the loop alive.
+/// The handle is cheap to clone; a scheduled call keeps the looping call alive.
 ///
 /// # Examples
+/// Three ticks on an event loop, the function stopping the looping call on the
+/// third; then the Deferred from `start` fires:
+/// ```
+/// use deferloop::{EventLoop, LoopingCall};
+/// use std::time::Duration;
+///
+/// let ev = EventLoop::new()?;
+/// let mut ticks = 0;
+/// let lc = LoopingCall::with_handle(&ev, move |lc| {
+///     ticks += 1;
+///     println!("tick {ticks}");
+///     if ticks == 3 {
+///         lc.stop()?;
+///     }
+///     Ok(())
+/// });
+/// let done = lc.start(Duration::from_millis(2), true)?;
+/// ev.run_until(done).unwrap();
+/// assert!(!lc.is_running());
+/// # Ok::<(), deferloop::Error>(())
+/// ```
+///
+/// With a [`ManualClock`](crate::ManualClock), a test moves time by hand:
 /// ```
 /// use deferloop::{deferred::LoopingCall, Failure, ManualClock};
 /// use std::{cell::Cell, rc::Rc, time::Duration};
@@ -93,7 +128,7 @@ impl<C: Clock> Clone for LoopingCall<C> {
 
 struct State<C: Clock> {
     clock: C,
-    body: Option<Body>,
+    body: Option<Body<C>>,
     counted: bool,
     running: bool,
     interval: Duration,
@@ -105,13 +140,31 @@ struct State<C: Clock> {
 }
 
 impl<C: Clock> LoopingCall<C> {
-    /// A loop calling `f()`; `f` returns `Result<U, Failure>` or `Deferred<U>`
-    /// (the value is ignored).
-    pub fn new<R: IntoStep>(clock: C, mut f: impl FnMut() -> R + 'static) -> LoopingCall<C> {
+    /// A looping call of `f()` on `clock` (`&ev`, a `Loop`, a `ManualClock`);
+    /// `f` returns `Result<U, Failure>` or `Deferred<U>` (the value is ignored).
+    pub fn new<R: IntoStep>(
+        clock: impl AsClock<Clock = C>,
+        mut f: impl FnMut() -> R + 'static,
+    ) -> LoopingCall<C> {
         LoopingCall::build(
-            clock,
+            clock.as_clock().clone(),
             false,
-            Box::new(move |_| maybe_deferred(&mut f).map(|_| ())),
+            Box::new(move |_, _| maybe_deferred(&mut f).map(|_| ())),
+        )
+    }
+
+    /// Like [`new`](Self::new), but `f` is passed this `LoopingCall`, so it can
+    /// [`stop`](Self::stop) or [`reset`](Self::reset) it from inside. The
+    /// handle is lent for the call: no reference cycle is made unless `f`
+    /// stores a clone.
+    pub fn with_handle<R: IntoStep>(
+        clock: impl AsClock<Clock = C>,
+        mut f: impl FnMut(&LoopingCall<C>) -> R + 'static,
+    ) -> LoopingCall<C> {
+        LoopingCall::build(
+            clock.as_clock().clone(),
+            false,
+            Box::new(move |lc, _| maybe_deferred(|| f(lc)).map(|_| ())),
         )
     }
 
@@ -120,17 +173,17 @@ impl<C: Clock> LoopingCall<C> {
     /// skipped ticks). When no grid point has passed, `f` is not called. With
     /// interval zero, `n` is always 1.
     pub fn with_count<R: IntoStep>(
-        clock: C,
+        clock: impl AsClock<Clock = C>,
         mut f: impl FnMut(u64) -> R + 'static,
     ) -> LoopingCall<C> {
         LoopingCall::build(
-            clock,
+            clock.as_clock().clone(),
             true,
-            Box::new(move |n| maybe_deferred(|| f(n)).map(|_| ())),
+            Box::new(move |_, n| maybe_deferred(|| f(n)).map(|_| ())),
         )
     }
 
-    fn build(clock: C, counted: bool, body: Body) -> LoopingCall<C> {
+    fn build(clock: C, counted: bool, body: Body<C>) -> LoopingCall<C> {
         let start = clock.now();
         LoopingCall {
             inner: Rc::new(RefCell::new(State {
@@ -148,10 +201,10 @@ impl<C: Clock> LoopingCall<C> {
         }
     }
 
-    /// Starts the loop; see the type's documentation.
+    /// Starts the looping call; see the type's documentation.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if the loop is already running; the clock's error if
+    /// [`Error::InvalidInput`] if the looping call is already running; the clock's error if
     /// it cannot schedule the first call (`now == false`). A failure of the first
     /// call under `now == true` is not an error here: the returned Deferred has
     /// failed.
@@ -180,11 +233,11 @@ impl<C: Clock> LoopingCall<C> {
         Ok(d)
     }
 
-    /// Stops the loop: no further calls. The start Deferred fires with `()` now if
+    /// Stops the looping call: no further calls. The start Deferred fires with `()` now if
     /// a call was scheduled, or when the running call's Deferred completes.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if the loop is not running.
+    /// [`Error::InvalidInput`] if the looping call is not running.
     pub fn stop(&self) -> Result<(), Error> {
         let mut s = self.inner.borrow_mut();
         if !s.running {
@@ -206,8 +259,8 @@ impl<C: Clock> LoopingCall<C> {
     /// (nothing changes while a call is running).
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if the loop is not running; the clock's error if it
-    /// cannot reschedule (the loop then stops and its Deferred fails).
+    /// [`Error::InvalidInput`] if the looping call is not running; the clock's error if it
+    /// cannot reschedule (the looping call then stops and its Deferred fails).
     pub fn reset(&self) -> Result<(), Error> {
         let mut s = self.inner.borrow_mut();
         if !s.running {
@@ -229,7 +282,7 @@ impl<C: Clock> LoopingCall<C> {
         Ok(())
     }
 
-    /// Whether the loop is started and not stopped.
+    /// Whether the looping call is started and not stopped.
     pub fn is_running(&self) -> bool {
         self.inner.borrow().running
     }
@@ -260,7 +313,8 @@ fn run<C: Clock>(lc: &Rc<RefCell<State<C>>>) {
     };
     let Some(mut body) = body else { return };
     let d = match count {
-        Some(n) => body(n),
+        // The handle is lent, not stored: no cycle through the body.
+        Some(n) => body(&LoopingCall { inner: lc.clone() }, n),
         None => succeed(()),
     };
     lc.borrow_mut().body = Some(body);

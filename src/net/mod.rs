@@ -1,6 +1,5 @@
 //! Networking: transports and protocols over TCP, UDP and Unix sockets, on the
-//! loop's readiness I/O. Owns nothing itself: re-exports, [`SockAddr`], and
-//! closing what is open when the loop closes.
+//! loop's readiness I/O.
 //!
 //! The model is Twisted's and asyncio's: the user writes a [`Protocol`] (what
 //! to do when bytes arrive); the loop owns it and hands it a [`Transport`]

@@ -1,8 +1,8 @@
-//! What the user writes: `Protocol` (streams) and `DatagramProtocol` (UDP).
-//!
-//! A protocol is the user's object; the loop owns it for the life of the
-//! connection and calls its methods with the transport, so a protocol never has
-//! to store its own transport (asyncio's `self.transport = transport`) to reply.
+// What the user writes: `Protocol` (streams) and `DatagramProtocol` (UDP).
+//
+// A protocol is the user's object; the loop owns it for the life of the
+// connection and calls its methods with the transport, so a protocol never has
+// to store its own transport (asyncio's `self.transport = transport`) to reply.
 
 use super::{DatagramTransport, Transport};
 use crate::Failure;
@@ -31,6 +31,74 @@ use std::net::SocketAddr;
 /// - A panic in a method is caught: the connection is aborted with the panic as
 ///   the reason given to `connection_lost`, the loop's exception handler is told,
 ///   and every other connection goes on.
+///
+/// # Backpressure
+/// A protocol that writes more than its peer reads should stop at
+/// `pause_writing` and go on at `resume_writing`. The defaults do nothing:
+/// a protocol that ignores them grows the write buffer until its hard cap
+/// ([`Transport::set_write_buffer_cap`]) aborts the connection. Reading stops
+/// while writing is paused (see [`Transport::set_read_while_write_paused`]),
+/// so a peer that sends requests without reading the replies is held back too.
+///
+/// # Examples
+/// A protocol that sends a large payload on request, honouring backpressure;
+/// the other side is an in-memory peer ([`memory`](super::memory)) that asks,
+/// takes nothing for a while, then takes everything:
+/// ```
+/// use deferloop::net::{memory, Protocol, Transport};
+/// use deferloop::EventLoop;
+///
+/// struct Sender {
+///     left: usize,
+///     paused: bool,
+///     pauses: u32,
+/// }
+///
+/// impl Sender {
+///     fn produce(&mut self, t: &Transport) {
+///         while self.left > 0 && !self.paused {
+///             let n = self.left.min(16 * 1024);
+///             t.write(&vec![b'x'; n]);
+///             self.left -= n;
+///             // `write` never calls back into the protocol: ask the transport.
+///             self.paused = t.is_writing_paused();
+///         }
+///     }
+/// }
+///
+/// impl Protocol for Sender {
+///     fn data_received(&mut self, t: &Transport, _request: &[u8]) {
+///         self.produce(t);
+///     }
+///     fn pause_writing(&mut self, _t: &Transport) {
+///         self.paused = true;
+///         self.pauses += 1;
+///     }
+///     fn resume_writing(&mut self, t: &Transport) {
+///         self.paused = false;
+///         self.produce(t);
+///     }
+/// }
+///
+/// let ev = EventLoop::new()?;
+/// let sender = Sender { left: 1 << 20, paused: false, pauses: 0 };
+/// let (t, peer) = memory::open(&ev, sender)?;
+/// peer.set_room(Some(0)); // the "socket" takes nothing for now
+/// peer.send(b"GET");
+/// ev.run_once()?;
+/// assert!(t.is_writing_paused());
+/// assert!(t.write_buffer_size() < 128 * 1024); // not the whole megabyte
+///
+/// peer.set_room(None); // the peer reads again
+/// let mut got = 0;
+/// while got < 1 << 20 {
+///     ev.run_once()?;
+///     got += peer.take_written().len();
+/// }
+/// assert_eq!(got, 1 << 20);
+/// assert!(t.protocol::<Sender>().with(|s| s.pauses).unwrap() >= 1);
+/// # Ok::<(), deferloop::Error>(())
+/// ```
 pub trait Protocol: Any {
     /// The connection is up; `transport` can be stored (it is a cheap handle).
     fn connection_made(&mut self, transport: &Transport) {

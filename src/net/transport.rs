@@ -20,6 +20,66 @@ use std::time::Duration;
 /// inside the method (see [`Protocol`](super::Protocol)). On a connection that
 /// is gone, every method does nothing (writes are dropped, see
 /// [`write`](Self::write)) and the queries say "closed".
+///
+/// # Examples
+/// A client sends 4 MiB over TCP as fast as the server reads it: it writes
+/// until the transport says the buffer is above its high-water mark, goes on
+/// at `resume_writing`, and closes when done; the server reports the total
+/// when the connection is lost.
+/// ```
+/// use deferloop::net::{Protocol, Transport};
+/// use deferloop::{Deferred, EventLoop, Failure, Resolver};
+///
+/// const TOTAL: usize = 4 << 20;
+///
+/// struct Upload { left: usize }
+/// impl Upload {
+///     fn produce(&mut self, t: &Transport) {
+///         while self.left > 0 && !t.is_writing_paused() {
+///             let n = self.left.min(64 * 1024);
+///             t.write(&vec![0u8; n]);
+///             self.left -= n;
+///         }
+///         if self.left == 0 {
+///             t.close(); // flushes the buffer first
+///         }
+///     }
+/// }
+/// impl Protocol for Upload {
+///     fn connection_made(&mut self, t: &Transport) {
+///         t.set_write_buffer_limits(Some(256 * 1024), None).unwrap();
+///         self.produce(t);
+///     }
+///     fn data_received(&mut self, _t: &Transport, _data: &[u8]) {}
+///     fn resume_writing(&mut self, t: &Transport) {
+///         self.produce(t);
+///     }
+/// }
+///
+/// struct Count { n: usize, done: Option<Resolver<usize>> }
+/// impl Protocol for Count {
+///     fn data_received(&mut self, _t: &Transport, data: &[u8]) {
+///         self.n += data.len();
+///     }
+///     fn connection_lost(&mut self, _t: &Transport, _reason: Option<Failure>) {
+///         if let Some(done) = self.done.take() {
+///             done.callback(self.n).unwrap();
+///         }
+///     }
+/// }
+///
+/// let ev = EventLoop::new()?;
+/// let (total, done) = Deferred::new();
+/// let mut done = Some(done);
+/// let server = ev.listen_tcp("127.0.0.1:0".parse().unwrap(), move || Count {
+///     n: 0,
+///     done: done.take(),
+/// })?;
+/// let addr = server.local_addr().as_inet().unwrap();
+/// ev.connect_tcp(addr, Upload { left: TOTAL }).connected().detach();
+/// assert_eq!(ev.run_until(total).unwrap(), TOTAL);
+/// # Ok::<(), deferloop::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Transport {
     pub(crate) conn: Weak<Conn>,

@@ -1,6 +1,5 @@
 //! Child processes with a protocol: [`Loop::spawn_process`],
-//! [`ProcessProtocol`], the [`Process`] handle. The exit watcher is in
-//! `exit.rs`. Tests: tests/process_spawn.rs, tests/process_sigchld.rs.
+//! [`ProcessProtocol`], the [`Process`] handle.
 //!
 //! A child is started with `std::process::Command`; its three pipes are made
 //! non-blocking and registered with the loop as stream connections (stdin is

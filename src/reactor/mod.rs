@@ -1,10 +1,7 @@
 //! The event loop: `EventLoop` (the owner), `Loop` (the handle callbacks get),
-//! `Handle` (one scheduled call). The turn itself is in `turn.rs`.
-//!
-//! State lives in `Inner`, one `RefCell` per module-owned part (ready queue,
-//! timers, I/O registry), each borrowed only for the length of one operation and
-//! never while user code runs, so a callback can call back into the loop freely.
-//! Tests: tests/loop_*.rs.
+//! `Handle` (one scheduled call). The turn is in `turn.rs`. `Inner` holds one
+//! `RefCell` per part (ready queue, timers, I/O registry), each borrowed only
+//! for one operation and never while user code runs. Tests: tests/loop_*.rs.
 
 mod callback;
 mod embed;
@@ -95,6 +92,29 @@ pub(crate) struct Inner {
 /// one of the loop's own queues would form a reference cycle; closing the loop
 /// (which dropping its [`EventLoop`] does) drops every queue and so breaks them.
 /// Prefer the `&Loop` passed to each callback over captured clones.
+///
+/// # Examples
+/// A countdown: each callback schedules the next with the `&Loop` it is given.
+/// ```
+/// use deferloop::{EventLoop, Loop};
+/// use std::time::Duration;
+///
+/// fn tick(lp: &Loop, n: u32) {
+///     if n == 0 {
+///         return lp.stop();
+///     }
+///     println!("{n}");
+///     lp.call_later(Duration::from_millis(1), move |lp| tick(lp, n - 1))
+///         .unwrap();
+/// }
+///
+/// let ev = EventLoop::new()?;
+/// let start = ev.time();
+/// ev.call_soon(|lp| tick(lp, 3))?;
+/// ev.run()?; // until `stop`
+/// assert!(ev.time() - start >= Duration::from_millis(3));
+/// # Ok::<(), deferloop::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Loop {
     inner: Rc<Inner>,

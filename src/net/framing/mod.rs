@@ -7,8 +7,6 @@
 //! that read, without a copy. A peer cannot make them buffer without bound:
 //! a line longer than the limit, or a length prefix above the limit, is a
 //! [`FrameError`] before anything is stored for it.
-//! Tests: below (against one-shot parsing, at every split point) and
-//! tests/net_framing.rs.
 
 mod decode;
 

@@ -26,7 +26,7 @@
 //! `UnexpectedEof` for truncation) carrying a [`TlsError`]: see
 //! [`TlsError::of`].
 //!
-//! Crypto is rustls's `ring` provider. Tests: tests/net_tls_*.rs.
+//! Crypto is rustls's `ring` provider.
 //!
 //! # Examples
 //! ```no_run

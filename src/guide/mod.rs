@@ -1,0 +1,13 @@
+//! Guides for readers who know another library: the names they know, their
+//! spelling here, and what differs.
+//!
+//! - [For Twisted users](for_twisted_users): every Twisted name, and why
+//!   chains are typed, abandoned and reported as they are here.
+//! - [For tokio users](for_tokio_users): the same program written both ways,
+//!   what colours and what doesn't, and where tokio's names went.
+
+#[doc = include_str!("../../docs/for_twisted_users.md")]
+pub mod for_twisted_users {}
+
+#[doc = include_str!("../../docs/for_tokio_users.md")]
+pub mod for_tokio_users {}
