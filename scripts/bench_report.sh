@@ -10,8 +10,13 @@
 # run while developing (defaults 3, 5, 3, 3); commit only a default run.
 # BENCH_PRIORITY=-10 (needs root) runs the benches at that nice value, so that
 # other work on a shared machine takes less of their CPU; the report says so.
+# BASELINE=COMMIT (default cdf6c85, the last report before the I/O-layer
+# redesign; BASELINE=none skips it) also builds that commit in a worktree and
+# runs its loop, Deferred and echo benches in the same session, each just
+# before the current one: the "Before and after" section compares the two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+here=$PWD
 start=$(date +%s)
 work=target/bench-report
 rm -rf "$work"
@@ -30,6 +35,29 @@ if [ -n "${BENCH_PRIORITY:-}" ]; then
   fi
 fi
 
+baseline=${BASELINE:-cdf6c85}
+[ "$baseline" = none ] && baseline=
+# Outside this checkout, or cargo would take it for a member of this workspace.
+base_dir=${BASELINE_DIR:-${TMPDIR:-/tmp}/deferloop-baseline}
+if [ -n "$baseline" ]; then
+  echo "bench_report: building the baseline $baseline" >&2
+  # Kept between runs (with its build) while it is at the baseline commit.
+  if [ "$(git -C "$base_dir" rev-parse HEAD 2>/dev/null)" != "$(git rev-parse "$baseline^{commit}")" ]; then
+    git worktree remove --force "$base_dir" 2>/dev/null || rm -rf "$base_dir"
+    git worktree add --detach "$base_dir" "$baseline" >/dev/null 2>"$work/baseline-build.log"
+  fi
+  (cd "$base_dir" && cargo bench --no-run --bench loop --bench deferred --bench echo) \
+    2>>"$work/baseline-build.log" ||
+    { cat "$work/baseline-build.log" >&2; exit 1; }
+fi
+# Runs a baseline bench (if any), its results kept apart.
+run_baseline() {
+  [ -n "$baseline" ] || return 0
+  echo "bench_report: baseline $baseline: $*" >&2
+  (cd "$base_dir" && DEFERLOOP_BENCH_RESULTS="$here/$work/baseline.tsv" \
+    "${prio[@]}" cargo bench "$@" 2>/dev/null >/dev/null)
+}
+
 echo "bench_report: building the benches" >&2
 if ! cargo bench --features tls --no-run --bench loop --bench deferred --bench echo 2>"$work/build.log"; then
   cat "$work/build.log" >&2
@@ -44,10 +72,13 @@ else
   python=(--no-python "$(tail -n 1 "$work/python.log")")
 fi
 
+run_baseline --bench loop
 echo "bench_report: loop micro-benchmarks" >&2
 "${prio[@]}" cargo bench --bench loop 2>/dev/null >"$work/loop.md"
+run_baseline --bench deferred
 echo "bench_report: Deferred micro-benchmarks" >&2
 "${prio[@]}" cargo bench --bench deferred 2>/dev/null >"$work/deferred.md"
+ECHO_PY_ROUNDS=0 run_baseline --bench echo -- --no-python "baseline: Rust contenders only"
 echo "bench_report: TCP echo" >&2
 "${prio[@]}" cargo bench --features tls --bench echo -- "${python[@]}" --chart benchmarks.svg \
   >"$work/echo.md" 2> >(grep -v -E '^ *(Finished|Running)' >&2)
@@ -79,6 +110,16 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   cat scripts/bench_notes.md
   echo
+  if [ -n "$baseline" ]; then
+    echo "## Before and after: $baseline and $(git rev-parse --short HEAD), in this run"
+    echo
+    echo "Each baseline bench ran just before the current one. Ratios are within one"
+    echo "program's run (its contender over the first contender of the same table),"
+    echo "so they hold better than the absolute figures across the two programs."
+    echo
+    scripts/bench_compare.awk "$work/baseline.tsv" "$DEFERLOOP_BENCH_RESULTS"
+    echo
+  fi
   echo "## TCP echo: cargo bench --bench echo"
   cat "$work/echo.md"
   echo
