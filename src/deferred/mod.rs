@@ -251,13 +251,14 @@ impl<T: 'static> Deferred<T> {
         node
     }
 
-    /// Looks at the state (`f` must not run user code).
+    /// Looks at the state without moving it (`f` must not run user code).
     #[inline]
     fn peek<R>(&self, f: impl FnOnce(&Repr) -> R) -> R {
-        let repr = self.repr.take();
-        let out = f(&repr);
-        self.repr.set(repr);
-        out
+        // SAFETY: a `Deferred` is `!Sync`, and its methods never keep a
+        // reference into `repr` across a call that can reach this handle
+        // again: `take`/`set` are the only writes, none runs while `f` reads,
+        // and `f` runs no user code (it at most borrows the node).
+        f(unsafe { &*self.repr.as_ptr() })
     }
 
     /// A new unfired Deferred and its resolver; records the caller as the

@@ -116,4 +116,20 @@ mod tests {
         );
         assert!(size_of::<Deferred<u64>>() <= size_of::<Res>() + size_of::<usize>());
     }
+
+    /// The read-only looks (`Deferred::peek`) on both forms, and after the
+    /// bare form became a node.
+    #[test]
+    fn looks_at_a_bare_result_and_a_node_agree() {
+        let bare = crate::deferred::succeed(1u8);
+        let (node, r) = Deferred::<u8>::new();
+        r.callback(1).unwrap();
+        for d in [&bare, &node] {
+            assert!(d.is_called() && !d.is_paused() && d.is_ready());
+            assert!(format!("{d:?}").contains("called: true"));
+        }
+        bare.pause();
+        assert!(bare.is_paused() && !bare.is_ready());
+        assert_eq!(bare.created_at().line(), node.created_at().line() - 1);
+    }
 }
