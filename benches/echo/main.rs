@@ -10,6 +10,9 @@
 //! - `echo load ADDR SIZE SECONDS [CONNECTIONS]`: the load client alone, against
 //!   any echo server (for profiling a server under load, say).
 //!
+//! Also a request/response workload over lines (`rr.rs`): the raw protocol
+//! beside `Stream::read_line`.
+//!
 //! Files: `servers.rs` (the Rust contenders), `client.rs` (the load client),
 //! `run.rs` (processes, schedule, report), `tls.rs` (the TLS rows, with
 //! `--features tls`), `sys.rs` (affinity, /proc, the
@@ -25,6 +28,7 @@ mod echo_example;
 mod embed_tokio;
 
 mod client;
+mod rr;
 mod run;
 mod servers;
 mod sys;
