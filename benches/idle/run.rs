@@ -233,6 +233,29 @@ struct Sample {
     rss_after: f64,
     /// Client closed them all, server saw every close, ms.
     close_ms: f64,
+    /// Handshakes the kernel could not queue for accept (`ListenOverflows`,
+    /// system-wide) while connecting.
+    overflows: f64,
+}
+
+/// `TcpExt: ListenOverflows` from `/proc/net/netstat`: times a completed
+/// handshake found a listener's accept queue full (its last ACK is dropped,
+/// and the connection is made when the server's SYN-ACK is retransmitted,
+/// about a second later).
+fn listen_overflows() -> f64 {
+    let Ok(text) = std::fs::read_to_string("/proc/net/netstat") else {
+        return f64::NAN;
+    };
+    let mut tcp_ext = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (Some(names), Some(values)) = (tcp_ext.next(), tcp_ext.next()) else {
+        return f64::NAN;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "ListenOverflows")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 /// One sample: a fresh server, `n` connections opened one after the other
@@ -244,6 +267,7 @@ fn sample(c: Contender, n: usize, cpu: Option<usize>) -> Result<Sample, String> 
         return Err(format!("{open} connections open before any connect"));
     }
     let (rss0, cpu0) = (s.rss_kib()?, s.loop_cpu_us());
+    let overflows0 = listen_overflows();
     let t0 = Instant::now();
     let mut conns = Vec::with_capacity(n);
     for i in 0..n {
@@ -253,6 +277,7 @@ fn sample(c: Contender, n: usize, cpu: Option<usize>) -> Result<Sample, String> 
     let connect = t0.elapsed();
     let accept = s.wait_open(n, t0, Duration::from_secs(60))?;
     let cpu1 = s.loop_cpu_us();
+    let overflows = listen_overflows() - overflows0;
     let (_, a1) = s.query()?;
     let rss1 = s.rss_kib()?;
 
@@ -297,6 +322,7 @@ fn sample(c: Contender, n: usize, cpu: Option<usize>) -> Result<Sample, String> 
         message_cpu_us: (cpu2 - cpu1) / n as f64,
         rss_after: per(rss2),
         close_ms: close.as_secs_f64() * 1e3,
+        overflows,
     })
 }
 
@@ -361,11 +387,12 @@ fn run_rounds(
                 Ok(mut x) => {
                     x.round = round;
                     eprintln!(
-                        "idle round {}: {:<38} accept {:>6.1} ms ({:>5.2} µs CPU/conn), {:>5.0} B/conn, message round {:>6.1} ms ({:>5.2} µs CPU/conn)",
+                        "idle round {}: {:<38} accept {:>6.1} ms ({:>5.2} µs CPU/conn, {} overflows), {:>5.0} B/conn, message round {:>6.1} ms ({:>5.2} µs CPU/conn)",
                         round + 1,
                         c.label,
                         x.accept_ms,
                         x.accept_cpu_us,
+                        x.overflows,
                         x.rss_idle,
                         x.message_ms,
                         x.message_cpu_us,
@@ -445,6 +472,11 @@ fn print_method(n: usize, limit: u64, rounds: usize, cpu: Option<usize>) {
          - message round: the first write until the last echo was read; close: the client \
          closing all (with a reset, so that no TIME_WAIT slows the next sample) until the server \
          saw every close.\n\
+         - listen overflows: how many completed handshakes found the accept queue full \
+         while connecting (`ListenOverflows` in `/proc/net/netstat`, system-wide; median). The \
+         kernel drops such a handshake's last ACK and makes the connection when the server's \
+         SYN-ACK is retransmitted, about a second later: a server that falls behind the client \
+         by more than the backlog takes a second longer to accept them all.\n\
          - Ratios: the median of per-round ratios deferloop / tokio, with their min–max."
     );
 }
@@ -472,19 +504,19 @@ fn paired(a: &[Sample], b: &[Sample], f: &dyn Fn(&Sample) -> f64) -> Option<Stat
 fn report(n: usize, per: &[Vec<Sample>]) {
     println!("\n### {n} idle connections, each with an idle timeout\n");
     println!(
-        "| contender | accept all ms | min–max | connect ms | accept CPU µs/conn | memory B/conn | min–max | after a message B/conn | allocs/conn | message round ms | min–max | message CPU µs/conn | close ms |"
+        "| contender | accept all ms | min–max | connect ms | accept CPU µs/conn | memory B/conn | min–max | after a message B/conn | allocs/conn | message round ms | min–max | message CPU µs/conn | close ms | listen overflows |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (c, v) in CONTENDERS.iter().zip(per) {
         let Some((acc, alo, ahi)) = stats(v, &|s| s.accept_ms) else {
-            println!("| {} | failed | | | | | | | | | | | |", c.label);
+            println!("| {} | failed | | | | | | | | | | | | |", c.label);
             continue;
         };
         let med = |f: &dyn Fn(&Sample) -> f64| stats(v, f).map_or(f64::NAN, |x| x.0);
         let (mem, mlo, mhi) = stats(v, &|s| s.rss_idle).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
         let (msg, glo, ghi) = stats(v, &|s| s.message_ms).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
         println!(
-            "| {} | {acc:.1} | {alo:.1}–{ahi:.1} | {:.1} | {:.2} | {mem:.0} | {mlo:.0}–{mhi:.0} | {:.0} | {:.2} | {msg:.1} | {glo:.1}–{ghi:.1} | {:.2} | {:.1} |",
+            "| {} | {acc:.1} | {alo:.1}–{ahi:.1} | {:.1} | {:.2} | {mem:.0} | {mlo:.0}–{mhi:.0} | {:.0} | {:.2} | {msg:.1} | {glo:.1}–{ghi:.1} | {:.2} | {:.1} | {:.0} |",
             c.label,
             med(&|s| s.connect_ms),
             med(&|s| s.accept_cpu_us),
@@ -492,6 +524,7 @@ fn report(n: usize, per: &[Vec<Sample>]) {
             med(&|s| s.allocs),
             med(&|s| s.message_cpu_us),
             med(&|s| s.close_ms),
+            med(&|s| s.overflows),
         );
     }
     let (d, t) = (&per[0], &per[1]);

@@ -134,7 +134,7 @@ impl fmt::Debug for Stream {
         f.debug_struct("Stream")
             .field("transport", &self.transport)
             .field("buffered", &st.available())
-            .field("waiting_reads", &st.pending.len())
+            .field("waiting_reads", &st.waiting_reads())
             .field("eof", &st.eof)
             .finish()
     }
@@ -253,6 +253,7 @@ impl Stream {
     /// the read limit, with [`IncompleteRead`] at the end of file, and with an
     /// `InvalidData` `io::Error` if the line is not UTF-8 (the line is
     /// consumed either way). For the bytes, use [`read_until`](Self::read_until).
+    #[track_caller]
     pub fn read_line(&self) -> Deferred<String> {
         let (d, done) = self.deferred();
         self.request(Want::Line, Done::Line(done));
@@ -265,6 +266,7 @@ impl Stream {
     ///
     /// # Panics
     /// If `delimiter` is empty.
+    #[track_caller]
     pub fn read_until(&self, delimiter: &[u8]) -> Deferred<Vec<u8>> {
         assert!(!delimiter.is_empty(), "read_until needs a delimiter");
         self.read(Want::Until(SmallVec::from_slice(delimiter)))
@@ -273,6 +275,7 @@ impl Stream {
     /// Reads exactly `n` bytes (asyncio's `readexactly`); `n` may exceed the
     /// read limit. At the end of file it fails with [`IncompleteRead`],
     /// holding what had arrived.
+    #[track_caller]
     pub fn read_exactly(&self, n: usize) -> Deferred<Vec<u8>> {
         self.read(Want::Exactly(n))
     }
@@ -280,6 +283,7 @@ impl Stream {
     /// Reads whatever is buffered, waiting until at least one byte is. At a
     /// clean end of file it fires with an empty `Vec` (as `read` returns 0);
     /// after a reset it fails with the error.
+    #[track_caller]
     pub fn read_some(&self) -> Deferred<Vec<u8>> {
         self.read(Want::Some)
     }
@@ -332,6 +336,7 @@ impl Stream {
         d
     }
 
+    #[track_caller]
     fn read(&self, want: Want) -> Deferred<Vec<u8>> {
         let (d, done) = self.deferred();
         self.request(want, Done::Bytes(done));
@@ -342,6 +347,7 @@ impl Stream {
     /// holds that any more. It has no canceller: a cancelled read fires with
     /// `Cancelled` at once, and its request is dropped when it reaches the
     /// head of the queue, without taking any bytes.
+    #[track_caller]
     fn deferred<T: 'static>(&self) -> (Deferred<T>, Resolver<T>) {
         let spare = self.shared.borrow_mut().spare.take();
         Deferred::new_in(spare)

@@ -154,6 +154,11 @@ impl State {
         self.eof
     }
 
+    /// Reads asked for and not cancelled, not yet answered.
+    pub(super) fn waiting_reads(&self) -> usize {
+        self.pending.iter().filter(|r| !r.done.is_called()).count()
+    }
+
     pub(super) fn available(&self) -> usize {
         self.buf.len() - self.pos
     }
