@@ -8,7 +8,8 @@
 //!   each Rust server echoes a few hundred messages. No Python, bounded time.
 //! - `echo server NAME`: one server, used by both (see `servers.rs`).
 //! - `echo load ADDR SIZE SECONDS [CONNECTIONS]`: the load client alone, against
-//!   any echo server (for profiling a server under load, say).
+//!   any echo server (for profiling a server under load, say); with
+//!   `ECHO_LOAD_REQUEST=1`, the request/response workload (`rr.rs`; SIZE unused).
 //!
 //! Also a request/response workload over lines (`rr.rs`): the raw protocol
 //! beside `Stream::read_line`.

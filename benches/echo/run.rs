@@ -306,7 +306,7 @@ pub fn load(args: &[String]) {
         measure: Duration::from_secs_f64(arg(2).parse().expect(usage)),
         verify: false,
         tls: std::env::var_os("ECHO_LOAD_TLS").is_some(),
-        request: false,
+        request: std::env::var_os("ECHO_LOAD_REQUEST").is_some(),
     };
     let out = client::run(&load, || {}, || {});
     for e in &out.errors {
