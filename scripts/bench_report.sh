@@ -2,12 +2,13 @@
 # Regenerates BENCHMARKS.md and benchmarks.svg from one run of every benchmark
 # (issue 6): the loop and Deferred micro-benchmarks beside tokio, and the TCP
 # echo comparison (deferloop callbacks, coroutines on deferloop, tokio, a
-# hand-written mio server, and the Python peers when they install). About six
-# minutes on 2 cores once built. Never edit the figures by hand: notes (causes,
-# not numbers) go in scripts/bench_notes.md.
+# hand-written mio server, and the Python peers when they install), then many
+# idle connections beside tokio. About six minutes on 2 cores once built. Never
+# edit the figures by hand: notes (causes, not numbers) go in scripts/bench_notes.md.
 #
 # ECHO_SECONDS, ECHO_ROUNDS, ECHO_PY_SECONDS, ECHO_PY_ROUNDS shorten the echo
-# run while developing (defaults 3, 5, 3, 3); commit only a default run.
+# run while developing (defaults 3, 5, 3, 3), as IDLE_ROUNDS (default 7) does the
+# idle-connections one; commit only a default run.
 # BENCH_PRIORITY=-10 (needs root) runs the benches at that nice value, so that
 # other work on a shared machine takes less of their CPU; the report says so.
 # BASELINE=COMMIT (default cdf6c85, the last report before the I/O-layer
@@ -59,7 +60,7 @@ run_baseline() {
 }
 
 echo "bench_report: building the benches" >&2
-if ! cargo bench --features tls --no-run --bench loop --bench deferred --bench echo 2>"$work/build.log"; then
+if ! cargo bench --features tls --no-run --bench loop --bench deferred --bench echo --bench idle 2>"$work/build.log"; then
   cat "$work/build.log" >&2
   exit 1
 fi
@@ -82,6 +83,9 @@ ECHO_PY_ROUNDS=0 run_baseline --bench echo -- --no-python "baseline: Rust conten
 echo "bench_report: TCP echo" >&2
 "${prio[@]}" cargo bench --features tls --bench echo -- "${python[@]}" --chart benchmarks.svg \
   >"$work/echo.md" 2> >(grep -v -E '^ *(Finished|Running)' >&2)
+echo "bench_report: many idle connections" >&2
+"${prio[@]}" cargo bench --bench idle \
+  >"$work/idle.md" 2> >(grep -v -E '^ *(Finished|Running)' >&2)
 
 end=$(date +%s)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -99,7 +103,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "- Toolchain: $(rustc --version)"
   echo "- Commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src benches || echo ' plus uncommitted changes')"
   echo "- Commands: \`cargo bench --bench loop\`, \`cargo bench --bench deferred\`,"
-  echo "  \`cargo bench --bench echo -- ${python[*]/#$PWD\//} --chart benchmarks.svg\`"
+  echo "  \`cargo bench --bench echo -- ${python[*]/#$PWD\//} --chart benchmarks.svg\`, \`cargo bench --bench idle\`"
   echo "- Wall time: $((end - start)) s ($((built - start)) s building, $((end - built)) s benchmarking)"
   echo
   echo "![medians and min–max of every table](benchmarks.svg)"
@@ -107,6 +111,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "## Targets"
   echo
   grep -h '^- Target:' "$work/echo.md" "$work/loop.md" "$work/deferred.md" || true
+  grep -h '^- Beside tokio' "$work/idle.md" | sed 's/^- /- Many idle connections, not a target: /' || true
   echo
   cat scripts/bench_notes.md
   echo
@@ -122,6 +127,9 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   fi
   echo "## TCP echo: cargo bench --bench echo"
   cat "$work/echo.md"
+  echo
+  echo "## Many idle connections: cargo bench --bench idle"
+  cat "$work/idle.md"
   echo
   echo "## cargo bench --bench loop"
   cat "$work/loop.md"

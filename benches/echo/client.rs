@@ -1,10 +1,12 @@
 //! The load client, vmbench's `echo_client` in Rust: C blocking threads, one
 //! connection each (TCP_NODELAY on), a closed loop of one `x…\n` message in
 //! flight per connection, the reply matched by byte count, a shared deadline,
-//! and a 10 µs-bucket latency histogram. A warm-up phase runs first on the same
+//! and a 10 µs-bucket latency histogram (or, with `request`, the
+//! request/response workload of `rr.rs`). A warm-up phase runs first on the same
 //! connections; only round trips that end inside the measured phase count.
 
 use crate::common::hist::Histogram;
+use crate::rr;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -28,6 +30,9 @@ pub struct Load {
     pub verify: bool,
     /// Speak TLS (the handshake is made before the warm-up; see `tls.rs`).
     pub tls: bool,
+    /// The request/response workload (`rr.rs`) instead of the echo: send
+    /// `GET key-I\n`, read an answer of `rr::REPLY` bytes (`size` unused).
+    pub request: bool,
 }
 
 /// What a load run measured.
@@ -54,7 +59,10 @@ pub fn run(load: &Load, at_start: impl FnOnce(), at_end: impl FnOnce()) -> Outco
     let ready = Barrier::new(load.conns + 1);
     std::thread::scope(|sc| {
         let workers: Vec<_> = (0..load.conns)
-            .map(|_| sc.spawn(|| connection(load, &phase, &ready)))
+            .map(|i| {
+                let (phase, ready) = (&phase, &ready);
+                sc.spawn(move || connection(load, i, phase, ready))
+            })
             .collect();
         ready.wait();
         std::thread::sleep(load.warmup);
@@ -84,20 +92,32 @@ pub fn run(load: &Load, at_start: impl FnOnce(), at_end: impl FnOnce()) -> Outco
     })
 }
 
-fn connection(load: &Load, phase: &AtomicU8, ready: &Barrier) -> Result<(u64, Histogram), String> {
+fn connection(
+    load: &Load,
+    i: usize,
+    phase: &AtomicU8,
+    ready: &Barrier,
+) -> Result<(u64, Histogram), String> {
     let conn = connect(load.addr, load.tls);
     ready.wait();
     let mut s = conn.map_err(|e| format!("connect to {}: {e}", load.addr))?;
-    let mut msg = vec![b'x'; load.size];
-    msg[load.size - 1] = b'\n';
-    let mut buf = vec![0u8; load.size];
+    let (msg, reply) = if load.request {
+        let msg = rr::request(i);
+        let reply = rr::answer(&msg[..msg.len() - 1]).to_vec();
+        (msg, reply)
+    } else {
+        let mut msg = vec![b'x'; load.size];
+        msg[load.size - 1] = b'\n';
+        (msg.clone(), msg)
+    };
+    let mut buf = vec![0u8; reply.len()];
     let mut hist = Histogram::default();
     let mut n = 0;
     while phase.load(Ordering::Relaxed) != STOP {
         let t0 = Instant::now();
         s.write_all(&msg).map_err(|e| format!("write: {e}"))?;
         let mut got = 0;
-        while got < load.size {
+        while got < reply.len() {
             match s.read(&mut buf[got..]) {
                 Ok(0) => return Err("the server closed the connection".into()),
                 Ok(k) => got += k,
@@ -105,8 +125,8 @@ fn connection(load: &Load, phase: &AtomicU8, ready: &Barrier) -> Result<(u64, Hi
                 Err(e) => return Err(format!("read: {e}")),
             }
         }
-        if load.verify && buf != msg {
-            return Err("the echo differs from what was sent".into());
+        if load.verify && buf != reply {
+            return Err("the reply differs from the one expected".into());
         }
         if phase.load(Ordering::Relaxed) == MEASURE {
             hist.record(t0.elapsed());

@@ -8,7 +8,11 @@
 //!   each Rust server echoes a few hundred messages. No Python, bounded time.
 //! - `echo server NAME`: one server, used by both (see `servers.rs`).
 //! - `echo load ADDR SIZE SECONDS [CONNECTIONS]`: the load client alone, against
-//!   any echo server (for profiling a server under load, say).
+//!   any echo server (for profiling a server under load, say); with
+//!   `ECHO_LOAD_REQUEST=1`, the request/response workload (`rr.rs`; SIZE unused).
+//!
+//! Also a request/response workload over lines (`rr.rs`): the raw protocol
+//! beside `Stream::read_line`.
 //!
 //! Files: `servers.rs` (the Rust contenders), `client.rs` (the load client),
 //! `run.rs` (processes, schedule, report), `tls.rs` (the TLS rows, with
@@ -25,6 +29,7 @@ mod echo_example;
 mod embed_tokio;
 
 mod client;
+mod rr;
 mod run;
 mod servers;
 mod sys;

@@ -4,7 +4,7 @@
 
 use crate::client::{self, Load};
 use crate::common::{self, svg, Better};
-use crate::{servers, sys};
+use crate::{rr, servers, sys};
 use std::cell::RefCell;
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -118,6 +118,23 @@ const TLS_CONTENDERS: &[Contender] = &[
 #[cfg(not(feature = "tls"))]
 const TLS_CONTENDERS: &[Contender] = &[];
 
+/// The request/response workload's servers (`rr.rs`), measured apart from
+/// the echo.
+const RR_RAW: &str = "raw Protocol, lines split by hand";
+const RR_READS: &str = "Stream, read_line()";
+const RR_CONTENDERS: [Contender; 2] = [
+    Contender {
+        label: RR_RAW,
+        kind: Kind::Rust("rr-raw"),
+        threads: 1,
+    },
+    Contender {
+        label: RR_READS,
+        kind: Kind::Rust("rr-reads"),
+        threads: 1,
+    },
+];
+
 /// Every contender this build has.
 fn contenders() -> impl Iterator<Item = Contender> {
     CONTENDERS.into_iter().chain(TLS_CONTENDERS.iter().copied())
@@ -167,6 +184,8 @@ struct Server {
     counts_allocs: bool,
     python: bool,
     tls: bool,
+    /// Serves the request/response workload (`rr.rs`), not the echo.
+    request: bool,
     threads: usize,
 }
 
@@ -230,6 +249,7 @@ impl Server {
             counts_allocs: matches!(c.kind, Kind::Rust(_)),
             python: matches!(c.kind, Kind::Python(_)),
             tls,
+            request: matches!(c.kind, Kind::Rust(name) if name.starts_with("rr-")),
             threads: c.threads,
         };
         // The first query allocates the stdio buffers it needs: outside any
@@ -286,6 +306,7 @@ pub fn load(args: &[String]) {
         measure: Duration::from_secs_f64(arg(2).parse().expect(usage)),
         verify: false,
         tls: std::env::var_os("ECHO_LOAD_TLS").is_some(),
+        request: std::env::var_os("ECHO_LOAD_REQUEST").is_some(),
     };
     let out = client::run(&load, || {}, || {});
     for e in &out.errors {
@@ -381,6 +402,15 @@ fn kib(size: usize) -> String {
     format!("{} KiB", size / 1024)
 }
 
+/// What server `s` is measured on, for progress lines and notes.
+fn workload(s: &Server, size: usize) -> String {
+    if s.request {
+        "request/response".into()
+    } else {
+        format!("echo {}", kib(size))
+    }
+}
+
 /// The full comparison (`cargo bench --bench echo`).
 pub fn full(args: &[String]) {
     let started = Instant::now();
@@ -399,7 +429,8 @@ pub fn full(args: &[String]) {
     let python = arg_after(args, "--python");
     let py_versions = python_peers(python, arg_after(args, "--no-python"), &mut notes);
     let mut servers: Vec<Server> = Vec::new();
-    for c in contenders() {
+    let mut rr_servers: Vec<Server> = Vec::new();
+    for c in contenders().chain(RR_CONTENDERS) {
         if matches!(c.kind, Kind::Python(_)) && py_versions.is_none() {
             continue;
         }
@@ -410,6 +441,7 @@ pub fn full(args: &[String]) {
             (false, None) => None,
         };
         match Server::start(c, python, cpus) {
+            Ok(s) if s.request => rr_servers.push(s),
             Ok(s) => servers.push(s),
             Err(e) => notes.push(format!(
                 "{} skipped: its server did not start ({e}).",
@@ -417,7 +449,7 @@ pub fn full(args: &[String]) {
             )),
         }
     }
-    for s in &servers {
+    for s in servers.iter().chain(&rr_servers) {
         // Process warm-up: fault in code and buffers, let the server's own
         // allocations settle before anything is counted.
         let warm = Load {
@@ -428,6 +460,7 @@ pub fn full(args: &[String]) {
             measure: Duration::from_secs(1),
             verify: true,
             tls: s.tls,
+            request: s.request,
         };
         let out = client::run(&warm, || {}, || {});
         if let Some(e) = out.errors.first() {
@@ -438,6 +471,7 @@ pub fn full(args: &[String]) {
         .iter()
         .map(|&size| run_rounds(&servers, size, &plan, &mut notes))
         .collect();
+    let rr = run_rounds(&rr_servers, rr::REPLY, &plan, &mut notes);
 
     print_method(&plan, server_cpu, client_cpu, py_versions.is_some());
     if let Some(v) = &py_versions {
@@ -449,6 +483,7 @@ pub fn full(args: &[String]) {
     for (per, &size) in results.iter().zip(&SIZES) {
         report_size(&servers, size, CONNECTIONS, per);
     }
+    report_rr(&rr_servers, CONNECTIONS, &rr);
     println!(
         "\nThe echo comparison took {:.0} s.",
         started.elapsed().as_secs_f64()
@@ -545,13 +580,14 @@ fn run_rounds(
                 measure,
                 verify: false,
                 tls: s.tls,
+                request: s.request,
             };
             match sample(s, &load) {
                 Ok(mut x) => {
                     x.round = round;
                     eprintln!(
-                        "echo {} round {}: {:<22} {:>9.0} req/s, {:>6.2} µs CPU/req",
-                        kib(size),
+                        "{} round {}: {:<22} {:>9.0} req/s, {:>6.2} µs CPU/req",
+                        workload(s, size),
                         round + 1,
                         s.label,
                         x.rps,
@@ -560,11 +596,16 @@ fn run_rounds(
                     per[i].push(x);
                 }
                 Err(e) => {
-                    eprintln!("echo {} round {}: {}: {e}", kib(size), round + 1, s.label);
+                    eprintln!(
+                        "{} round {}: {}: {e}",
+                        workload(s, size),
+                        round + 1,
+                        s.label
+                    );
                     notes.push(format!(
                         "{}, {} round {}: sample failed: {e}",
                         s.label,
-                        kib(size),
+                        workload(s, size),
                         round + 1
                     ));
                 }
@@ -738,6 +779,16 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
         }
         None => not_measured(&what),
     }
+    // Issue 15: the convenience of Deferred reads, beside the raw protocol
+    // (the callbacks server: `data_received` writes the slice back).
+    let what = format!(
+        "echo {}: Deferred reads server CPU per request at most 1.15× the raw protocol server's",
+        kib(size)
+    );
+    match find(READS).and_then(|i| paired(i, CALLBACKS, &|s| s.cpu_us)) {
+        Some(r) => paired_target(&what, r, Better::Lower, 1.15),
+        None => not_measured(&what),
+    }
     if let Some(tls) = find(TLS_CALLBACKS) {
         let what = format!(
             "echo {} over TLS: server CPU per request at most 1.10× tokio-rustls's",
@@ -764,6 +815,80 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
              callbacks, and reach {:.2}× their requests/s.",
             cpu.0, rps.0
         );
+    }
+}
+
+/// The request/response table and its target: the `Stream` server's CPU per
+/// request beside the raw protocol's.
+fn report_rr(servers: &[Server], conns: usize, per: &[Vec<Sample>]) {
+    let find = |label: &str| servers.iter().position(|s| s.label == label);
+    let stats = |i: usize, f: &dyn Fn(&Sample) -> f64| -> Option<(f64, f64, f64)> {
+        let mut v: Vec<f64> = per[i].iter().map(f).filter(|x| x.is_finite()).collect();
+        (!v.is_empty()).then(|| common::summary(&mut v))
+    };
+    let paired = |i: usize, j: usize, f: &dyn Fn(&Sample) -> f64| {
+        let mut v: Vec<f64> = per[i]
+            .iter()
+            .filter_map(|a| {
+                let b = per[j].iter().find(|b| b.round == a.round)?;
+                Some(f(a) / f(b))
+            })
+            .filter(|x| x.is_finite())
+            .collect();
+        (!v.is_empty()).then(|| common::summary(&mut v))
+    };
+    println!(
+        "\n### Request/response, `GET <key>` lines answered with {} B, {conns} connections\n",
+        rr::REPLY
+    );
+    println!(
+        "The same load client and measurements as the echo, one request in flight per \
+         connection; the two servers (benches/echo/rr.rs) compute the same answer and differ \
+         in how they read lines: a raw `Protocol` that splits `data_received` by hand (complete \
+         lines answered from the loop's read buffer), and a `Stream` whose `read_line()` \
+         callback writes the answer and asks for the next line.\n"
+    );
+    println!(
+        "| contender | req/s | min–max | p50 ms | p99 ms | server CPU µs/req | min–max | vs raw | CPU use | allocs/req |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let raw = find(RR_RAW);
+    for (i, s) in servers.iter().enumerate() {
+        let Some((r, rlo, rhi)) = stats(i, &|s| s.rps) else {
+            println!("| {} | failed | | | | | | | | |", s.label);
+            continue;
+        };
+        let (c, clo, chi) = stats(i, &|s| s.cpu_us).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+        let median = |f: &dyn Fn(&Sample) -> f64| stats(i, f).map_or(f64::NAN, |x| x.0);
+        let vs = raw
+            .and_then(|j| paired(i, j, &|s| s.cpu_us))
+            .map_or("n/a".into(), |x| format!("{:.2}×", x.0));
+        println!(
+            "| {} | {r:.0} | {rlo:.0}–{rhi:.0} | {:.3} | {:.3} | {c:.2} | {clo:.2}–{chi:.2} | {vs} | {:.0} % | {:.3} |",
+            s.label,
+            median(&|s| s.p50),
+            median(&|s| s.p99),
+            median(&|s| s.cpu_use) * 100.0,
+            median(&|s| s.allocs.unwrap_or(f64::NAN)),
+        );
+        common::record_value(
+            "request/response: server CPU per request",
+            s.label,
+            "µs/req",
+            Better::Lower,
+            c,
+            clo,
+            chi,
+        );
+    }
+    let what =
+        "request/response: Stream server CPU per request at most 1.15× the raw protocol server's";
+    match (find(RR_READS), raw) {
+        (Some(i), Some(j)) => match paired(i, j, &|s| s.cpu_us) {
+            Some(r) => paired_target(what, r, Better::Lower, 1.15),
+            None => not_measured(what),
+        },
+        _ => not_measured(what),
     }
 }
 
@@ -851,31 +976,43 @@ pub fn smoke() {
     for s in servers.iter().filter(|s| !s.tls) {
         servers::check_echo(s.addr).unwrap_or_else(|e| panic!("{}: {e}", s.label));
     }
+    let smoke_sample = |s: &Server, size: usize| {
+        let load = Load {
+            addr: s.addr,
+            size,
+            conns: 2,
+            warmup: Duration::from_millis(20),
+            measure: Duration::from_millis(100),
+            verify: true,
+            tls: s.tls,
+            request: s.request,
+        };
+        let x = sample(s, &load).unwrap_or_else(|e| panic!("{}: {e}", s.label));
+        assert!(
+            x.allocs.is_some(),
+            "{}: the allocation count answers",
+            s.label
+        );
+        vec![x]
+    };
     for size in [1024, 100 * 1024] {
-        let per: Vec<Vec<Sample>> = servers
-            .iter()
-            .map(|s| {
-                let load = Load {
-                    addr: s.addr,
-                    size,
-                    conns: 2,
-                    warmup: Duration::from_millis(20),
-                    measure: Duration::from_millis(100),
-                    verify: true,
-                    tls: s.tls,
-                };
-                let x = sample(s, &load).unwrap_or_else(|e| panic!("{}: {e}", s.label));
-                assert!(
-                    x.allocs.is_some(),
-                    "{}: the allocation count answers",
-                    s.label
-                );
-                vec![x]
-            })
-            .collect();
+        let per: Vec<Vec<Sample>> = servers.iter().map(|s| smoke_sample(s, size)).collect();
         // The report's code on the smoke's tiny samples: its figures mean nothing.
         println!("echo smoke: the report at {size} B, from 0.1 s samples (not figures)");
         report_size(&servers, size, 2, &per);
     }
+    let rr_servers: Vec<Server> = RR_CONTENDERS
+        .into_iter()
+        .map(|c| Server::start(c, None, None).unwrap_or_else(|e| panic!("{}: {e}", c.label)))
+        .collect();
+    for s in &rr_servers {
+        rr::check(s.addr).unwrap_or_else(|e| panic!("{}: {e}", s.label));
+    }
+    let per: Vec<Vec<Sample>> = rr_servers
+        .iter()
+        .map(|s| smoke_sample(s, rr::REPLY))
+        .collect();
+    println!("echo smoke: the request/response report, from 0.1 s samples (not figures)");
+    report_rr(&rr_servers, 2, &per);
     println!("echo smoke: ok");
 }

@@ -13,7 +13,8 @@ use std::net::SocketAddr;
 
 /// Runs server `name` (`deferloop`, `deferloop-coro`, `deferloop-reads`,
 /// `deferloop-in-tokio`, `deferloop-2loops`, `tokio`, `tokio-mt2`, `mio`, or
-/// with TLS `deferloop-tls` and `tokio-tls`, see `tls.rs`) on `127.0.0.1:0`;
+/// with TLS `deferloop-tls` and `tokio-tls`, see `tls.rs`; or the
+/// request/response servers `rr-raw` and `rr-reads`, see `rr.rs`) on `127.0.0.1:0`;
 /// `bound` is called with the address once it listens. Returns only on error.
 pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
@@ -74,6 +75,7 @@ pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
             rt.block_on(tokio_accept(any, bound))
         }
         "mio" => mio_server(any, bound),
+        "rr-raw" | "rr-reads" => crate::rr::run(name, any, bound),
         #[cfg(feature = "tls")]
         "deferloop-tls" => crate::tls::deferloop(any, bound),
         "tokio-tls" => crate::tls::tokio(any, bound),

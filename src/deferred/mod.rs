@@ -86,6 +86,7 @@ pub use task::{defer_later, LoopingCall};
 pub use unhandled::{set_unhandled_failure_hook, UnhandledFailure, UnhandledFailureHook};
 
 use crate::Failure;
+pub(crate) use node::Spare;
 use node::{Node, NodeRef, Res, StepFn, Value, WeakNode};
 use repr::Repr;
 use std::cell::Cell;
@@ -267,6 +268,25 @@ impl<T: 'static> Deferred<T> {
     pub fn new() -> (Deferred<T>, Resolver<T>) {
         let at = Location::caller();
         let node = Node::with_resolvers(at, 1);
+        let r = Resolver::counted(node.clone(), at);
+        (Deferred::from_node(node), r)
+    }
+
+    /// Like [`new`](Self::new), in `spare`'s storage if there is one (a
+    /// node done with, see `Resolver::into_spare`): no allocation then.
+    #[track_caller]
+    pub(crate) fn new_in(spare: Option<node::Spare>) -> (Deferred<T>, Resolver<T>) {
+        let at = Location::caller();
+        let node = match spare {
+            Some(node::Spare(node)) => {
+                let mut n = node.borrow_mut();
+                n.created_at = at;
+                n.resolvers = 1;
+                drop(n);
+                node
+            }
+            None => Node::with_resolvers(at, 1),
+        };
         let r = Resolver::counted(node.clone(), at);
         (Deferred::from_node(node), r)
     }

@@ -153,7 +153,12 @@ impl Node {
         created_at: &'static Location<'static>,
         resolvers: u32,
     ) -> NodeRef {
-        Rc::new(RefCell::new(Node {
+        Rc::new(RefCell::new(Node::blank(created_at, resolvers)))
+    }
+
+    #[inline]
+    fn blank(created_at: &'static Location<'static>, resolvers: u32) -> Node {
+        Node {
             links: Links::new(),
             result: None,
             called: false,
@@ -167,7 +172,7 @@ impl Node {
             canceller: None,
             created_at,
             fired_at: None,
-        }))
+        }
     }
 
     /// A node that has already fired with `r` (no chain to run yet).
@@ -234,6 +239,31 @@ impl Node {
             fired_again_at: again,
         }
     }
+}
+
+/// The storage of a node that is done with, reset: a new Deferred can be
+/// made in it without an allocation (see `Deferred::new_in`).
+pub(crate) struct Spare(pub(super) NodeRef);
+
+/// `node`, reset to a new node's state, if this is the only reference to it
+/// (no handle, clone, timer or other node) and its chain has run to the end
+/// (fired; not running, waiting or paused; nothing queued). Its old state is
+/// dropped here as dropping the node would drop it (an unhandled failure is
+/// reported).
+pub(crate) fn into_spare(node: NodeRef) -> Option<Spare> {
+    if Rc::strong_count(&node) != 1 || Rc::weak_count(&node) != 0 {
+        return None;
+    }
+    let old = {
+        let mut n = node.try_borrow_mut().ok()?;
+        if !n.called || n.running || n.waiting || n.paused > 0 || !n.links.is_empty() {
+            return None;
+        }
+        let created_at = n.created_at;
+        std::mem::replace(&mut *n, Node::blank(created_at, 0))
+    };
+    drop(old);
+    Some(Spare(node))
 }
 
 /// Appends a link; runs the chain at once if the node has fired and is idle.

@@ -43,6 +43,17 @@ impl<T> Resolver<T> {
     }
 }
 
+impl<T> Resolver<T> {
+    /// Drops this Resolver and hands back its Deferred's storage, reset, if
+    /// nothing else refers to it any more and its chain has run to the end
+    /// (see `node::into_spare`): for the next `Deferred::new_in`.
+    pub(crate) fn into_spare(self) -> Option<node::Spare> {
+        let n = self.node.clone();
+        drop(self);
+        node::into_spare(n)
+    }
+}
+
 impl<T> Clone for Resolver<T> {
     #[track_caller]
     fn clone(&self) -> Self {

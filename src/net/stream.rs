@@ -5,11 +5,12 @@
 //! Tests: tests/net_stream_*.rs.
 
 use super::memory::{self, Peer};
-use super::stream_state::{lost, pump, update_reading, Request, Shared, State, Want};
+use super::stream_state::{lost, pump, update_reading, Done, Request, Shared, State, Want};
 use super::{Listener, Protocol, Transport};
 use crate::deferred::Cancelled;
 use crate::reactor::WeakLoop;
-use crate::{Deferred, Error, Failure, Loop};
+use crate::{Deferred, Error, Failure, Loop, Resolver};
+use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::fmt;
 use std::net::SocketAddr;
@@ -133,7 +134,7 @@ impl fmt::Debug for Stream {
         f.debug_struct("Stream")
             .field("transport", &self.transport)
             .field("buffered", &st.available())
-            .field("waiting_reads", &st.pending.len())
+            .field("waiting_reads", &st.waiting_reads())
             .field("eof", &st.eof)
             .finish()
     }
@@ -252,15 +253,11 @@ impl Stream {
     /// the read limit, with [`IncompleteRead`] at the end of file, and with an
     /// `InvalidData` `io::Error` if the line is not UTF-8 (the line is
     /// consumed either way). For the bytes, use [`read_until`](Self::read_until).
+    #[track_caller]
     pub fn read_line(&self) -> Deferred<String> {
-        self.read_until(b"\n").add_callback(|mut line: Vec<u8>| {
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            String::from_utf8(line)
-                .map_err(|e| Failure::new(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
-        })
+        let (d, done) = self.deferred();
+        self.request(Want::Line, Done::Line(done));
+        d
     }
 
     /// Reads up to and including `delimiter` (asyncio's `readuntil`). Fails
@@ -269,23 +266,26 @@ impl Stream {
     ///
     /// # Panics
     /// If `delimiter` is empty.
+    #[track_caller]
     pub fn read_until(&self, delimiter: &[u8]) -> Deferred<Vec<u8>> {
         assert!(!delimiter.is_empty(), "read_until needs a delimiter");
-        self.request(Want::Until(delimiter.to_vec()))
+        self.read(Want::Until(SmallVec::from_slice(delimiter)))
     }
 
     /// Reads exactly `n` bytes (asyncio's `readexactly`); `n` may exceed the
     /// read limit. At the end of file it fails with [`IncompleteRead`],
     /// holding what had arrived.
+    #[track_caller]
     pub fn read_exactly(&self, n: usize) -> Deferred<Vec<u8>> {
-        self.request(Want::Exactly(n))
+        self.read(Want::Exactly(n))
     }
 
     /// Reads whatever is buffered, waiting until at least one byte is. At a
     /// clean end of file it fires with an empty `Vec` (as `read` returns 0);
     /// after a reset it fails with the error.
+    #[track_caller]
     pub fn read_some(&self) -> Deferred<Vec<u8>> {
-        self.request(Want::Some)
+        self.read(Want::Some)
     }
 
     /// Sets the read limit: how much is buffered before reading pauses, and
@@ -336,25 +336,34 @@ impl Stream {
         d
     }
 
-    fn request(&self, want: Want) -> Deferred<Vec<u8>> {
-        let weak = Rc::downgrade(&self.shared);
-        let transport = self.transport.clone();
-        let mut st = self.shared.borrow_mut();
-        let id = st.next_id;
-        st.next_id += 1;
-        let (d, done) = Deferred::with_canceller(move |_| {
-            // Drop the request; the bytes stay buffered.
-            if let Some(shared) = weak.upgrade() {
-                let mut st = shared.borrow_mut();
-                if st.pending.front().is_some_and(|r| r.id == id) {
-                    st.scanned = 0;
-                }
-                st.pending.retain(|r| r.id != id);
-                drop(st);
-                update_reading(&shared, &transport);
+    #[track_caller]
+    fn read(&self, want: Want) -> Deferred<Vec<u8>> {
+        let (d, done) = self.deferred();
+        self.request(want, Done::Bytes(done));
+        d
+    }
+
+    /// A Deferred for a read, in the storage of the last read's if nothing
+    /// holds that any more. It has no canceller: a cancelled read fires with
+    /// `Cancelled` at once, and its request is dropped when it reaches the
+    /// head of the queue, without taking any bytes.
+    #[track_caller]
+    fn deferred<T: 'static>(&self) -> (Deferred<T>, Resolver<T>) {
+        let spare = self.shared.borrow_mut().spare.take();
+        Deferred::new_in(spare)
+    }
+
+    fn request(&self, want: Want, done: Done) {
+        // Cancelled reads at the head go first (dropped outside the borrow:
+        // what their chains hold may run code).
+        loop {
+            let cancelled = self.shared.borrow_mut().pop_cancelled();
+            if cancelled.is_none() {
+                break;
             }
-        });
-        st.pending.push_back(Request { id, want, done });
+        }
+        let mut st = self.shared.borrow_mut();
+        st.pending.push_back(Request { want, done });
         let idle = !st.delivering && !st.scheduled;
         let has_input = st.available() > 0 || st.eof || st.lost.is_some();
         if idle && has_input {
@@ -372,7 +381,6 @@ impl Stream {
             drop(st);
         }
         self.update_reading();
-        d
     }
 
     fn pump_scheduled(&self) {

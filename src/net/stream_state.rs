@@ -6,26 +6,89 @@ use super::producer::Producer;
 use super::relay::Tap;
 use super::stream::{IncompleteRead, LineTooLong, DEFAULT_READ_LIMIT};
 use super::Transport;
+use crate::deferred::Spare;
 use crate::reactor::WeakLoop;
 use crate::{Failure, Resolver};
+use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
 pub(super) enum Want {
-    Until(Vec<u8>),
+    /// Up to and including `\n`, answered as a `String` (`Done::Line`).
+    Line,
+    Until(SmallVec<[u8; 8]>),
     Exactly(usize),
     Some,
 }
 
+/// What a request fires: the bytes, or a line as text (so that `read_line`
+/// needs no callback of its own to convert).
+pub(super) enum Done {
+    Bytes(Resolver<Vec<u8>>),
+    Line(Resolver<String>),
+}
+
+impl Done {
+    /// Whether the read's Deferred has fired: here, only by a cancel (the
+    /// request is then dropped, its bytes kept).
+    fn is_called(&self) -> bool {
+        match self {
+            Done::Bytes(r) => r.is_called(),
+            Done::Line(r) => r.is_called(),
+        }
+    }
+
+    /// Fires the read's Deferred with `r`; returns its storage if nothing
+    /// holds it any more, for the next read.
+    fn fire(self, r: Result<Vec<u8>, Failure>) -> Option<Spare> {
+        match self {
+            Done::Bytes(d) => {
+                let _ = d.resolve(r);
+                d.into_spare()
+            }
+            Done::Line(d) => {
+                let _ = d.resolve(r.and_then(into_line));
+                d.into_spare()
+            }
+        }
+    }
+}
+
+/// A line read up to its `\n` as text, without its line ending (`\n` or
+/// `\r\n`); an `InvalidData` error if it is not UTF-8.
+fn into_line(mut line: Vec<u8>) -> Result<String, Failure> {
+    line.pop();
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    String::from_utf8(line)
+        .map_err(|e| Failure::new(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+}
+
 pub(super) struct Request {
-    pub(super) id: u64,
     pub(super) want: Want,
-    pub(super) done: Resolver<Vec<u8>>,
+    pub(super) done: Done,
 }
 
 /// A request to fire, and what with.
-pub(super) type Answer = (Resolver<Vec<u8>>, Result<Vec<u8>, Failure>);
+pub(super) type Answer = (Done, Result<Vec<u8>, Failure>);
+
+/// Where `delim` ends in `hay`, looking from `scanned` bytes in (less what
+/// could hold the start of a delimiter cut at that point).
+fn find_delim(hay: &[u8], delim: &[u8], scanned: usize) -> Option<usize> {
+    let from = scanned.saturating_sub(delim.len() - 1).min(hay.len());
+    match delim {
+        [b] => hay[from..]
+            .iter()
+            .position(|x| x == b)
+            .map(|i| from + i + 1),
+        _ => hay[from..]
+            .windows(delim.len())
+            .position(|w| w == delim)
+            .map(|i| from + i + delim.len()),
+    }
+}
 
 /// The state behind every clone of one [`Stream`].
 pub(super) struct State {
@@ -38,8 +101,11 @@ pub(super) struct State {
     pub(super) eof: bool,
     /// Set once the connection is gone (or its connect failed): the reason.
     pub(super) lost: Option<Option<Failure>>,
+    /// Reads asked for, oldest first. A cancelled one stays until it is at
+    /// the head, where it is dropped without taking anything.
     pub(super) pending: VecDeque<Request>,
-    pub(super) next_id: u64,
+    /// The storage of the last read's Deferred, for the next read's.
+    pub(super) spare: Option<Spare>,
     pub(super) delivering: bool,
     pub(super) scheduled: bool,
     /// A consumer this stream is piped into asked it to pause.
@@ -66,7 +132,7 @@ impl State {
             eof: false,
             lost: None,
             pending: VecDeque::new(),
-            next_id: 0,
+            spare: None,
             delivering: false,
             scheduled: false,
             held: false,
@@ -86,6 +152,11 @@ impl State {
 
     pub(super) fn at_eof(&self) -> bool {
         self.eof
+    }
+
+    /// Reads asked for and not cancelled, not yet answered.
+    pub(super) fn waiting_reads(&self) -> usize {
+        self.pending.iter().filter(|r| !r.done.is_called()).count()
     }
 
     pub(super) fn available(&self) -> usize {
@@ -129,7 +200,18 @@ impl State {
         }
     }
 
-    /// The head request and its result, if it can complete now.
+    /// The head request if it was cancelled (its Deferred fired): removed,
+    /// to be dropped once this state is no longer borrowed.
+    pub(super) fn pop_cancelled(&mut self) -> Option<Request> {
+        if !self.pending.front()?.done.is_called() {
+            return None;
+        }
+        self.scanned = 0;
+        self.pending.pop_front()
+    }
+
+    /// The head request and its result, if it can complete now (a cancelled
+    /// head must have been popped).
     pub(super) fn next_ready(&mut self) -> Option<Answer> {
         let ended = self.eof || self.lost.is_some();
         let head = self.pending.front()?;
@@ -142,14 +224,12 @@ impl State {
             },
             Want::Exactly(n) if avail >= *n => Ok(self.take(*n)),
             Want::Exactly(n) if ended => Err(self.ended(Some(*n))),
-            Want::Until(delim) => {
-                let delim = delim.clone();
-                let from = self.scanned.saturating_sub(delim.len());
-                let found = self.buf[self.pos + from..]
-                    .windows(delim.len().max(1))
-                    .position(|w| w == delim.as_slice())
-                    .map(|i| from + i + delim.len());
-                match found {
+            Want::Line | Want::Until(_) => {
+                let delim: &[u8] = match &head.want {
+                    Want::Until(d) => d,
+                    _ => b"\n",
+                };
+                match find_delim(&self.buf[self.pos..], delim, self.scanned) {
                     Some(end) if end <= self.limit => Ok(self.take(end)),
                     Some(end) => {
                         self.consume(end);
@@ -179,7 +259,7 @@ impl State {
         let avail = self.available();
         let needs_more = matches!(
             self.pending.front(),
-            Some(Request { want: Want::Exactly(n), .. }) if *n > avail
+            Some(Request { want: Want::Exactly(n), done }) if *n > avail && !done.is_called()
         );
         self.held || (avail >= self.limit && !needs_more)
     }
@@ -194,20 +274,26 @@ pub(super) fn pump(shared: &Rc<Shared>, transport: &Transport) {
     if std::mem::replace(&mut shared.borrow_mut().delivering, true) {
         return;
     }
-    struct Done<'a>(&'a Shared);
-    impl Drop for Done<'_> {
+    struct Delivering<'a>(&'a Shared);
+    impl Drop for Delivering<'_> {
         fn drop(&mut self) {
             self.0.borrow_mut().delivering = false;
         }
     }
-    let guard = Done(shared);
+    let guard = Delivering(shared);
     loop {
-        let next = shared.borrow_mut().next_ready();
-        match next {
-            Some((done, result)) => {
-                let _ = done.resolve(result);
-            }
-            None => break,
+        let mut st = shared.borrow_mut();
+        if let Some(cancelled) = st.pop_cancelled() {
+            drop(st);
+            drop(cancelled);
+            continue;
+        }
+        let Some((done, result)) = st.next_ready() else {
+            break;
+        };
+        drop(st);
+        if let Some(spare) = done.fire(result) {
+            shared.borrow_mut().spare.get_or_insert(spare);
         }
     }
     drop(guard);
