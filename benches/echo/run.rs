@@ -34,13 +34,14 @@ struct Contender {
 const CALLBACKS: &str = "deferloop callbacks";
 const COROUTINES: &str = "deferloop coroutines";
 const READS: &str = "deferloop Deferred reads";
+const MARK256: &str = "deferloop callbacks, 256 KiB mark (control)";
 const TOKIO: &str = "tokio current-thread";
 const MIO: &str = "mio by hand";
 const EMBEDDED: &str = "deferloop in tokio";
 const LOOPS2: &str = "deferloop 2 loops";
 const TOKIO_MT2: &str = "tokio multi-thread, 2 workers";
 
-const CONTENDERS: [Contender; 11] = [
+const CONTENDERS: [Contender; 12] = [
     Contender {
         label: CALLBACKS,
         kind: Kind::Rust("deferloop"),
@@ -54,6 +55,11 @@ const CONTENDERS: [Contender; 11] = [
     Contender {
         label: READS,
         kind: Kind::Rust("deferloop-reads"),
+        threads: 1,
+    },
+    Contender {
+        label: MARK256,
+        kind: Kind::Rust("deferloop-mark256"),
         threads: 1,
     },
     Contender {

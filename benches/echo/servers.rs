@@ -1,7 +1,10 @@
 //! The Rust echo servers, one per contender. Same semantics for all: every
 //! byte of a connection goes back as received, TCP_NODELAY on, one thread,
 //! reads of up to 256 KiB, and reading stops while 64 KiB or more wait to be
-//! written (the high-water mark).
+//! written (the high-water mark). deferloop's transports also cut a read at
+//! the room left below that mark (the library's default: what a peer that
+//! stops reading can leave buffered), so a 100 KiB message is two reads;
+//! `deferloop-mark256` is the same echo with the mark at 256 KiB, the control.
 //! Each binds `127.0.0.1:0` and returns the address it bound.
 
 use crate::common::coro::{Stream, StreamProtocol};
@@ -11,7 +14,7 @@ use deferloop::EventLoop;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 
-/// Runs server `name` (`deferloop`, `deferloop-coro`, `deferloop-reads`,
+/// Runs server `name` (`deferloop`, `deferloop-mark256`, `deferloop-coro`, `deferloop-reads`,
 /// `deferloop-in-tokio`, `deferloop-2loops`, `tokio`, `tokio-mt2`, `mio`, or
 /// with TLS `deferloop-tls` and `tokio-tls`, see `tls.rs`; or the
 /// request/response servers `rr-raw` and `rr-reads`, see `rr.rs`) on `127.0.0.1:0`;
@@ -24,6 +27,18 @@ pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
             // slice of the loop's read buffer back.
             let ev = EventLoop::new()?;
             let l = echo_example::start(&ev, any).map_err(io::Error::other)?;
+            bound(l.local_addr().as_inet().unwrap());
+            ev.run().map_err(io::Error::other)
+        }
+        "deferloop-mark256" => {
+            // The control for the read bound: the same echo, its write
+            // buffer's high-water mark raised to the read size, so that a
+            // read is never cut at 64 KiB (the library's default, which
+            // bounds what a peer that stops reading leaves buffered).
+            let ev = EventLoop::new()?;
+            let l = ev
+                .listen_tcp(any, || BigMark(echo_example::Echo))
+                .map_err(io::Error::other)?;
             bound(l.local_addr().as_inet().unwrap());
             ev.run().map_err(io::Error::other)
         }
@@ -80,6 +95,26 @@ pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
         "deferloop-tls" => crate::tls::deferloop(any, bound),
         "tokio-tls" => crate::tls::tokio(any, bound),
         _ => Err(io::Error::other(format!("no server named {name}"))),
+    }
+}
+
+/// `examples/echo_server.rs`'s protocol with a write buffer high-water mark of
+/// [`READ_SIZE`]: see `deferloop-mark256`.
+struct BigMark(echo_example::Echo);
+
+impl deferloop::net::Protocol for BigMark {
+    fn connection_made(&mut self, t: &deferloop::net::Transport) {
+        t.set_write_buffer_limits(Some(READ_SIZE), None)
+            .expect("a valid mark");
+    }
+    fn data_received(&mut self, t: &deferloop::net::Transport, data: &[u8]) {
+        self.0.data_received(t, data);
+    }
+    fn pause_writing(&mut self, t: &deferloop::net::Transport) {
+        self.0.pause_writing(t);
+    }
+    fn resume_writing(&mut self, t: &deferloop::net::Transport) {
+        self.0.resume_writing(t);
     }
 }
 
