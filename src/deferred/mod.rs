@@ -266,10 +266,7 @@ impl<T: 'static> Deferred<T> {
     /// creation site (shown in [`AlreadyCalled`] and unhandled-error logs).
     #[track_caller]
     pub fn new() -> (Deferred<T>, Resolver<T>) {
-        let at = Location::caller();
-        let node = Node::with_resolvers(at, 1);
-        let r = Resolver::counted(node.clone(), at);
-        (Deferred::from_node(node), r)
+        Deferred::new_in(node::pooled())
     }
 
     /// Like [`new`](Self::new), in `spare`'s storage if there is one (a
@@ -524,8 +521,14 @@ impl<T: 'static> Deferred<T> {
 impl<T> Drop for Deferred<T> {
     fn drop(&mut self) {
         // A bare failure nobody took: reported as a node's would be.
-        if let Repr::Ready(Err(f), at) = self.repr.get_mut() {
-            unhandled::report(f.clone(), at);
+        match self.repr.get_mut() {
+            Repr::Ready(Err(f), at) => unhandled::report(f.clone(), at),
+            Repr::Node(_) => {
+                if let Repr::Node(node) = self.repr.take() {
+                    node::recycle(node);
+                }
+            }
+            _ => {}
         }
     }
 }

@@ -29,7 +29,7 @@ use super::links::Links;
 use super::run::{call, run, run_calls, settle, Next};
 pub(crate) use super::value::Value;
 use crate::Failure;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::Location;
 use std::rc::{Rc, Weak};
 
@@ -254,16 +254,83 @@ pub(crate) fn into_spare(node: NodeRef) -> Option<Spare> {
     if Rc::strong_count(&node) != 1 || Rc::weak_count(&node) != 0 {
         return None;
     }
-    let old = {
+    let (result, quiet, created_at, leftovers) = {
         let mut n = node.try_borrow_mut().ok()?;
         if !n.called || n.running || n.waiting || n.paused > 0 || !n.links.is_empty() {
             return None;
         }
-        let created_at = n.created_at;
-        std::mem::replace(&mut *n, Node::blank(created_at, 0))
+        // Field by field, what `Node::blank` holds (the links are empty and
+        // rewound, and keep their spill buffer).
+        n.called = false;
+        n.suppress_already_called = false;
+        n.resolvers = 0;
+        n.fired_at = None;
+        let quiet = std::mem::take(&mut n.quiet);
+        (
+            n.result.take(),
+            quiet,
+            n.created_at,
+            (n.chained_to.take(), n.canceller.take()),
+        )
     };
-    drop(old);
+    // What dropping the node would have reported and dropped.
+    report_unseen(&result, quiet, created_at);
+    drop((result, leftovers));
     Some(Spare(node))
+}
+
+/// Nodes kept per thread for the next [`Deferred::new`](super::Deferred::new)
+/// (each with its links' first spill buffer): a Deferred made, fired and
+/// done with in a loop allocates nothing after the first.
+const POOL: usize = 16;
+
+thread_local! {
+    static SPARES: Cell<Vec<NodeRef>> = const { Cell::new(Vec::new()) };
+}
+
+/// Called where a handle lets go of `node`: if it was the last reference,
+/// the node is reset and kept (see [`POOL`]); else, or if the pool is full,
+/// it is simply dropped.
+#[inline]
+pub(crate) fn recycle(node: NodeRef) {
+    if Rc::strong_count(&node) == 1 && Rc::weak_count(&node) == 0 {
+        keep(node);
+    }
+}
+
+fn keep(node: NodeRef) {
+    let Some(Spare(node)) = into_spare(node) else {
+        return;
+    };
+    // A node the pool has no room for is dropped after the pool is put back.
+    let _rejected = SPARES.try_with(|s| {
+        let mut all = s.take();
+        let rejected = if all.len() < POOL {
+            if all.capacity() == 0 {
+                all.reserve_exact(POOL);
+            }
+            all.push(node);
+            None
+        } else {
+            Some(node)
+        };
+        s.set(all);
+        rejected
+    });
+}
+
+/// A node from the pool, if there is one.
+#[inline]
+pub(crate) fn pooled() -> Option<Spare> {
+    SPARES
+        .try_with(|s| {
+            let mut all = s.take();
+            let node = all.pop();
+            s.set(all);
+            node.map(Spare)
+        })
+        .ok()
+        .flatten()
 }
 
 /// Appends a link; runs the chain at once if the node has fired and is idle.
@@ -395,13 +462,18 @@ pub(crate) fn forward(node: &NodeRef, target: &NodeRef, at: &'static Location<'s
     add_link(node, Link::Forward(target.clone(), at));
 }
 
+/// Reports a final failure that no callback saw (unless `quiet`).
+fn report_unseen(result: &Option<Res>, quiet: bool, created_at: &'static Location<'static>) {
+    if let Some(Err(f)) = result {
+        if !quiet {
+            super::unhandled::report(f.clone(), created_at);
+        }
+    }
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
-        if let Some(Err(f)) = &self.result {
-            if !self.quiet {
-                super::unhandled::report(f.clone(), self.created_at);
-            }
-        }
+        report_unseen(&self.result, self.quiet, self.created_at);
         // Unlink node-to-node links in a loop, so that dropping a 100,000-deep
         // waiting or forwarding chain does not recurse once per node.
         let mut pending: Vec<NodeRef> = Vec::new();

@@ -10,6 +10,7 @@ use super::node::{self, NodeRef, Res, Value};
 use crate::Failure;
 use std::fmt;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::Location;
 use std::rc::Rc;
 
@@ -19,7 +20,8 @@ use std::rc::Rc;
 /// `Resolver` keeps the Deferred's state alive. When the last one is dropped
 /// before the Deferred fired, the chain fails with [`Abandoned`](super::Abandoned).
 pub struct Resolver<T> {
-    pub(super) node: NodeRef,
+    /// Taken out only by `drop`.
+    pub(super) node: ManuallyDrop<NodeRef>,
     /// Where this Resolver was created or cloned (the origin of [`Abandoned`](super::Abandoned)).
     made_at: &'static Location<'static>,
     /// Invariant in `T`, as `Deferred`.
@@ -36,7 +38,7 @@ impl<T> Resolver<T> {
     #[inline]
     pub(super) fn counted(node: NodeRef, made_at: &'static Location<'static>) -> Resolver<T> {
         Resolver {
-            node,
+            node: ManuallyDrop::new(node),
             made_at,
             _t: PhantomData,
         }
@@ -48,7 +50,7 @@ impl<T> Resolver<T> {
     /// nothing else refers to it any more and its chain has run to the end
     /// (see `node::into_spare`): for the next `Deferred::new_in`.
     pub(crate) fn into_spare(self) -> Option<node::Spare> {
-        let n = self.node.clone();
+        let n = NodeRef::clone(&self.node);
         drop(self);
         node::into_spare(n)
     }
@@ -57,13 +59,16 @@ impl<T> Resolver<T> {
 impl<T> Clone for Resolver<T> {
     #[track_caller]
     fn clone(&self) -> Self {
-        Resolver::from_node(self.node.clone(), Location::caller())
+        Resolver::from_node(NodeRef::clone(&self.node), Location::caller())
     }
 }
 
 impl<T> Drop for Resolver<T> {
     fn drop(&mut self) {
         node::drop_resolver(&self.node, self.made_at);
+        // SAFETY: `node` is taken once, here, and the Resolver is gone after.
+        let node = unsafe { ManuallyDrop::take(&mut self.node) };
+        node::recycle(node);
     }
 }
 
@@ -154,6 +159,6 @@ impl<T: 'static> Resolver<T> {
 
     /// Whether `a` and `b` fire the same Deferred.
     pub(crate) fn same(a: &Resolver<T>, b: &Resolver<T>) -> bool {
-        Rc::ptr_eq(&a.node, &b.node)
+        Rc::ptr_eq(&*a.node, &*b.node)
     }
 }
