@@ -6,7 +6,7 @@
 //! in programs, a `ManualClock` in tests, so that timeouts and looping calls are
 //! tested without sleeping. Tests: below, and tests/deferred_*.rs.
 
-use crate::reactor::timers::{Cancelled, TimerHeap, TimerId};
+use crate::reactor::timers::{Cancelled, TimerId, TimerWheel};
 use crate::Error;
 use std::cell::RefCell;
 use std::fmt;
@@ -82,7 +82,7 @@ pub struct ManualClock {
 struct ManualInner {
     start: Instant,
     now: Instant,
-    heap: TimerHeap<Box<dyn FnOnce()>>,
+    heap: TimerWheel<Box<dyn FnOnce()>>,
 }
 
 impl ManualClock {
@@ -93,7 +93,7 @@ impl ManualClock {
             inner: Rc::new(RefCell::new(ManualInner {
                 start,
                 now: start,
-                heap: TimerHeap::new(),
+                heap: TimerWheel::new(start),
             })),
         }
     }
@@ -118,6 +118,7 @@ impl ManualClock {
                 None => break,
             }
         }
+        self.inner.borrow_mut().heap.trim();
     }
 
     /// Calls `advance` once per element (Twisted's `pump`).
@@ -189,7 +190,12 @@ impl Timer for ManualTimer {
         let Some(clock) = self.clock.upgrade() else {
             return false;
         };
-        let cancelled = clock.borrow_mut().heap.cancel(self.id);
+        let cancelled = {
+            let mut clock = clock.borrow_mut();
+            let c = clock.heap.cancel(self.id);
+            clock.heap.trim(); // no turn here to do it
+            c
+        };
         // The payload (and whatever it captured) drops outside the borrow.
         matches!(cancelled, Cancelled::Pending(_))
     }

@@ -37,7 +37,7 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timers::TimerHeap;
+use timers::TimerWheel;
 
 pub use monitor::{CurrentCallback, IoInfo, Monitor, Snapshot, TimerInfo};
 
@@ -53,7 +53,7 @@ const DEFAULT_SLOW_CALLBACK: Duration = Duration::from_millis(100);
 
 pub(crate) struct Inner {
     ready: RefCell<ReadyQueue>,
-    timers: RefCell<TimerHeap<Task>>,
+    timers: RefCell<TimerWheel<Task>>,
     io: RefCell<Registry>,
     poll: RefCell<mio::Poll>,
     /// The selector's descriptor (embed.rs): valid as long as `poll` is.
@@ -170,9 +170,11 @@ impl EventLoop {
         let poll_fd = poll.as_raw_fd();
         let waker = mio::Waker::new(poll.registry(), WAKER)?;
         let debug = std::env::var_os("DEFERLOOP_DEBUG").is_some_and(|v| !v.is_empty() && v != "0");
+        // The loop's time never goes back past this (a manual clock only advances).
+        let now = manual.as_ref().map_or_else(Instant::now, |c| c.now());
         let inner = Inner {
             ready: RefCell::new(ReadyQueue::default()),
-            timers: RefCell::new(TimerHeap::new()),
+            timers: RefCell::new(TimerWheel::new(now)),
             io: RefCell::new(Registry::default()),
             poll: RefCell::new(poll),
             poll_fd,
