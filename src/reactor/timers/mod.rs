@@ -199,7 +199,14 @@ impl<T> TimerWheel<T> {
             self.wheel.link(&mut self.nodes, key, tick);
         }
         self.owners.push(key);
-        self.payloads.push(payload());
+        // Written straight into the room reserved above: `push` would build
+        // the payload on the stack first (its capacity check may call out),
+        // and copying it from there stalled on store-to-load forwarding.
+        let len = self.payloads.len();
+        self.payloads.spare_capacity_mut()[0].write(payload());
+        // SAFETY: the element at `len` was just initialized (the line above
+        // panics if there were no room), so the first `len + 1` are.
+        unsafe { self.payloads.set_len(len + 1) };
         TimerId { key, seq }
     }
 
@@ -275,6 +282,7 @@ impl<T> TimerWheel<T> {
 
     /// Cancels `id`: unlinks it in O(1) (O(log n) in the near heap), or says
     /// where it went.
+    #[inline]
     pub(crate) fn cancel(&mut self, id: TimerId) -> Cancelled<T> {
         let Some(&node) = self.node(id) else {
             return Cancelled::Gone;

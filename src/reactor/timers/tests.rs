@@ -113,7 +113,11 @@ fn buffers_shrink_after_mass_cancellation_at_the_next_trim() {
         let _ = h.cancel(id);
     }
     h.trim();
-    assert!(h.near_capacity() <= 64, "near capacity {}", h.near_capacity());
+    assert!(
+        h.near_capacity() <= 64,
+        "near capacity {}",
+        h.near_capacity()
+    );
     // Once no timer is left, the nodes go too.
     while h.pop_due(at(base, 20_000)).is_some() {}
     h.trim();
