@@ -39,7 +39,7 @@ pub struct Handle {
 
 impl Handle {
     /// Cancels the call if it has not run; returns whether it was pending.
-    /// Idempotent. A cancelled timer leaves the heap at once (O(log n)); the
+    /// Idempotent. A cancelled timer leaves the timer wheel at once (O(1)); the
     /// callback and what it captured are dropped before `cancel` returns.
     pub fn cancel(&self) -> bool {
         let Some(inner) = self.lp.upgrade() else {

@@ -275,7 +275,7 @@ impl Loop {
     /// let ev = EventLoop::new()?;
     /// let never = ev.call_later(Duration::from_secs(60), |_| unreachable!())?;
     /// let stop = ev.call_later(Duration::from_millis(5), |lp| lp.stop())?;
-    /// assert!(never.cancel()); // it leaves the heap at once
+    /// assert!(never.cancel()); // it leaves the timer wheel at once
     /// assert_eq!(ev.timer_count(), 1);
     /// ev.run()?;
     /// assert_eq!(stop.state(), HandleState::Done);
@@ -368,7 +368,7 @@ impl Loop {
         self.inner.ready.borrow().len()
     }
 
-    /// Timers waiting in the heap. Cancelled timers are removed at once, so
+    /// Timers waiting in the wheel. Cancelled timers are removed at once, so
     /// this is the number of live timers.
     pub fn timer_count(&self) -> usize {
         self.inner.timers.borrow().len()
