@@ -187,3 +187,27 @@ impl Inner {
             .unwrap_or_else(|e| e.into_inner()) = p;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::EventLoop;
+    use std::time::Duration;
+
+    /// Cancels keep the payload buffer (no reallocation in a burst); the next
+    /// turn's step 1 gives it back.
+    #[test]
+    fn a_turn_gives_back_the_buffer_of_cancelled_timers() {
+        let ev = EventLoop::new().unwrap();
+        let handles: Vec<_> = (0..10_000u64)
+            .map(|i| ev.call_later(Duration::from_secs(60 + i), |_| {}).unwrap())
+            .collect();
+        for h in &handles[10..] {
+            assert!(h.cancel());
+        }
+        let capacity = || ev.inner.timers.borrow().capacity();
+        assert!(capacity() >= 10_000);
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+        assert!(capacity() <= 64, "capacity {} after a turn", capacity());
+        assert_eq!(ev.timer_count(), 10);
+    }
+}

@@ -17,10 +17,13 @@
 //! loop's ready queue), so that cancelling it before it runs still works.
 //!
 //! Memory: a 32-byte node per *peak* timer (the ids handed out name nodes, so
-//! nodes cannot move); the payloads are a dense vector of exactly the live
-//! timers, swap-removed, whose buffer shrinks below a quarter of its capacity
-//! (as does the near heap's). Not here: reading the time (callers pass `now`).
-//! Tests: below, wheel.rs, tests/timers_model.rs, tests/loop_timers.rs.
+//! nodes cannot move; all are freed once none is in use); the payloads are a
+//! dense vector of exactly the live timers, swap-removed, whose buffer
+//! [`TimerWheel::trim`] (step 1 of each turn) shrinks below a quarter of its
+//! capacity, as it does the near heap's. `next_deadline` is exact unless more
+//! than [`SCAN`] timers share the earliest slot. Not here: reading the time
+//! (callers pass `now`). Tests: tests.rs, wheel.rs, tests/timers_model.rs,
+//! tests/loop_timers.rs.
 
 mod near;
 mod wheel;
