@@ -241,7 +241,7 @@ fn main() {
         m[1],
         1.0,
     );
-    assert!(count.get() > 0);
+    assert!(count.get() > 0 || common::filter().is_some());
 }
 
 /// `n` steps as (tasks, steps per task): up to 1,000 tasks.

@@ -4,7 +4,7 @@
 // need time take a clock. Tests: below, tests/deferred_*.rs,
 // tests/clock_helpers_accept_event_loop.rs.
 
-use crate::reactor::timers::{Cancelled, TimerHeap, TimerId};
+use crate::reactor::timers::{Cancelled, TimerId, TimerWheel};
 use crate::{Error, EventLoop, Loop};
 use std::cell::RefCell;
 use std::fmt;
@@ -148,7 +148,7 @@ pub struct ManualClock {
 struct ManualInner {
     start: Instant,
     now: Instant,
-    heap: TimerHeap<Box<dyn FnOnce()>>,
+    heap: TimerWheel<Box<dyn FnOnce()>>,
 }
 
 impl ManualClock {
@@ -159,7 +159,7 @@ impl ManualClock {
             inner: Rc::new(RefCell::new(ManualInner {
                 start,
                 now: start,
-                heap: TimerHeap::new(),
+                heap: TimerWheel::new(start),
             })),
         }
     }
@@ -184,6 +184,7 @@ impl ManualClock {
                 None => break,
             }
         }
+        self.inner.borrow_mut().heap.trim();
     }
 
     /// Calls `advance` once per element (Twisted's `pump`).
@@ -255,7 +256,12 @@ impl Timer for ManualTimer {
         let Some(clock) = self.clock.upgrade() else {
             return false;
         };
-        let cancelled = clock.borrow_mut().heap.cancel(self.id);
+        let cancelled = {
+            let mut clock = clock.borrow_mut();
+            let c = clock.heap.cancel(self.id);
+            clock.heap.trim(); // no turn here to do it
+            c
+        };
         // The payload (and whatever it captured) drops outside the borrow.
         matches!(cancelled, Cancelled::Pending(_))
     }

@@ -2,7 +2,7 @@
 //! async/await.
 //!
 //! The loop ([`EventLoop`], and the [`Loop`] handle every callback receives) is
-//! asyncio's: a ready queue run as a snapshot each turn, a timer heap on a
+//! asyncio's: a ready queue run as a snapshot each turn, a timer wheel on a
 //! monotonic clock, and a `mio` selector that is the only place it sleeps. On
 //! top, a [`Deferred`] is a result that arrives later, with Twisted's chain of
 //! callbacks and errbacks — typed, and stack-safe at any depth. Networking is

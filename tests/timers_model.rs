@@ -1,14 +1,18 @@
-//! Model tests of the timer heap against a sorted list.
+//! Model tests of the timer wheel against a sorted list.
 //!
-//! `TimerHeap` (src/reactor/timers.rs) is compiled in here as a module, so the
-//! very code the loop runs is driven by random sequences of insert, cancel,
-//! pop-due (freeing or reserving the slot), release and clock advances. After
-//! every step the heap must agree with a plain sorted `Vec` of live timers:
-//! the same firing order (deadline, then insertion order), the same live
-//! count, the same answers for stale ids, and a heap holding exactly the live
-//! timers (payloads alive = timers in the heap, slots = live + reserved, the
-//! buffer within 4× the live count). The same model then drives the public
-//! `ManualClock`, whose calls may schedule more calls while it advances.
+//! `TimerWheel` (src/reactor/timers/) is compiled in here as a module, so the
+//! very code the loop runs is driven by random sequences of insert (near, far
+//! enough to sit several levels up, in batches with equal deadlines), cancel
+//! (pending or reserved), pop-due (freeing or reserving the node), release,
+//! clock advances small and large (cascades) and wake-ups at `next_deadline`.
+//! After every step the wheel must agree with a plain sorted `Vec` of live
+//! timers: the same firing order (deadline, then insertion order), the same
+//! live count, the same answers for stale ids, a `next_deadline` never later
+//! than the earliest deadline (and equal to it while few timers are pending),
+//! and memory for exactly the live timers (payloads alive = timers pending,
+//! nodes = live + reserved, buffers within 4× the live count after a trim).
+//! The same model then drives the public `ManualClock`, whose calls may
+//! schedule more calls while it advances.
 //!
 //! (Compiling the file in also runs its own unit tests a second time here.)
 //! Cases: `PROPTEST_CASES`, else the count below (RELIABILITY.md).
@@ -16,7 +20,7 @@
 mod util;
 
 #[allow(dead_code)]
-#[path = "../src/reactor/timers.rs"]
+#[path = "../src/reactor/timers/mod.rs"]
 mod timers;
 
 use deferloop::{Clock, ManualClock, ManualTimer, Timer};
@@ -24,12 +28,14 @@ use proptest::prelude::*;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-use timers::{Cancelled, TimerHeap, TimerId};
+use timers::{Cancelled, TimerId, TimerWheel};
 
 #[derive(Debug, Clone)]
 enum HeapOp {
     /// A timer `ms` after the current time.
     Insert(u64),
+    /// A timer `s` seconds after the current time (levels 2 to 5).
+    InsertFar(u64),
     /// `n` timers at once, `ms` apart (grows the heap past its small size).
     InsertBatch(usize, u64),
     /// Cancel every `k`-th live timer (mass cancellation shrinks the buffer).
@@ -40,6 +46,9 @@ enum HeapOp {
     Advance(u64),
     /// Move time on, then pop every due timer, keeping its slot reserved.
     AdvanceReserved(u64),
+    /// Pop at `next_deadline()`: if it was early (a slot's start), nothing
+    /// is due then and the next answer is later; if exact, time moves there.
+    WakeAtNext,
     /// Release the slot of the `k`-th timer (modulo): a reserved one is
     /// freed; a pending one and a stale id are left as they are.
     Release(usize),
@@ -48,10 +57,13 @@ enum HeapOp {
 fn heap_op() -> impl Strategy<Value = HeapOp> {
     prop_oneof![
         6 => (0u64..40).prop_map(HeapOp::Insert),
+        2 => (0u64..1_000_000).prop_map(HeapOp::InsertFar),
         1 => (1usize..100, 0u64..3).prop_map(|(n, ms)| HeapOp::InsertBatch(n, ms)),
         1 => (1usize..4).prop_map(HeapOp::CancelEvery),
         3 => any::<usize>().prop_map(HeapOp::Cancel),
         2 => (0u64..15).prop_map(HeapOp::Advance),
+        1 => (0u64..100_000_000).prop_map(HeapOp::Advance),
+        2 => Just(HeapOp::WakeAtNext),
         1 => (0u64..15).prop_map(HeapOp::AdvanceReserved),
         1 => any::<usize>().prop_map(HeapOp::Release),
     ]
@@ -78,7 +90,7 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
     let base = Instant::now();
     let at = |ms: u64| base + Duration::from_millis(ms);
     let alive = Rc::new(());
-    let mut heap: TimerHeap<Payload> = TimerHeap::new();
+    let mut heap: TimerWheel<Payload> = TimerWheel::new(base);
     let mut ids: Vec<TimerId> = Vec::new();
     // The model: per timer (in insertion order) where it is; `now` in ms.
     let mut model: Vec<At> = Vec::new();
@@ -96,6 +108,56 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                     },
                 ));
                 model.push(At::Live(now + ms));
+            }
+            HeapOp::InsertFar(secs) => {
+                let n = ids.len();
+                let d = now + secs * 1000;
+                let p = Payload {
+                    n,
+                    _alive: alive.clone(),
+                };
+                ids.push(heap.insert(at(d), p));
+                model.push(At::Live(d));
+            }
+            HeapOp::WakeAtNext => {
+                let truth = model
+                    .iter()
+                    .filter_map(|a| match a {
+                        At::Live(d) => Some(*d),
+                        _ => None,
+                    })
+                    .min();
+                match (heap.next_deadline(), truth) {
+                    (None, None) => {}
+                    (Some(next), Some(d)) if next < at(d) => {
+                        prop_assert!(heap.pop_due(next).is_none(), "due at an early bound");
+                        let later = heap.next_deadline();
+                        prop_assert!(later.is_some_and(|l| l > next), "no progress");
+                    }
+                    (Some(next), Some(d)) => {
+                        prop_assert_eq!(next, at(d), "next_deadline after the earliest");
+                        // Exact: fire what is due then (time moves there).
+                        now = now.max(d);
+                        let mut due: Vec<(u64, usize)> = model
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, a)| match a {
+                                At::Live(d) if *d <= now => Some((*d, i)),
+                                _ => None,
+                            })
+                            .collect();
+                        due.sort();
+                        let mut got = Vec::new();
+                        while let Some((id, p)) = heap.pop_due(at(now)) {
+                            prop_assert_eq!(id, ids[p.n]);
+                            model[p.n] = At::Gone;
+                            got.push(p.n);
+                        }
+                        let want: Vec<usize> = due.iter().map(|&(_, i)| i).collect();
+                        prop_assert_eq!(got, want, "firing order at {}ms", now);
+                    }
+                    (next, truth) => prop_assert!(false, "next {next:?}, earliest {truth:?}"),
+                }
             }
             HeapOp::InsertBatch(n, step) => {
                 for j in 0..n as u64 {
@@ -188,16 +250,33 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
         prop_assert_eq!(heap.len(), live.len(), "live count");
         prop_assert_eq!(heap.reserved(), live.len() + reserved, "slots in use");
         prop_assert_eq!(Rc::strong_count(&alive) - 1, live.len(), "payloads kept");
+        // Buffers: kept through a burst of cancels, given back by a trim
+        // (the loop's step 1).
+        heap.trim();
         prop_assert!(
             heap.capacity() <= 64.max(4 * heap.len() + 3),
-            "heap buffer {} for {} timers",
+            "payload buffer {} for {} timers",
             heap.capacity(),
             heap.len()
         );
-        prop_assert_eq!(
-            heap.next_deadline(),
-            live.iter().map(|&(d, _)| d).min().map(at)
+        prop_assert!(
+            heap.near_capacity() <= 64.max(4 * heap.len() + 3),
+            "near heap buffer {} for {} timers",
+            heap.near_capacity(),
+            heap.len()
         );
+        // Never later than the earliest deadline; exact while the earliest
+        // slot cannot hold more than `SCAN` (32) timers.
+        let earliest = live.iter().map(|&(d, _)| d).min().map(at);
+        let next = heap.next_deadline();
+        prop_assert_eq!(next.is_some(), earliest.is_some());
+        prop_assert!(
+            next <= earliest,
+            "next_deadline {next:?} after {earliest:?}"
+        );
+        if live.len() <= 32 {
+            prop_assert_eq!(next, earliest, "next_deadline with {} timers", live.len());
+        }
         for (k, a) in model.iter().enumerate() {
             prop_assert_eq!(heap.contains(ids[k]), *a != At::Gone, "contains {}", k);
             let want = match a {
@@ -206,12 +285,13 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
             };
             prop_assert_eq!(heap.deadline(ids[k]), want, "deadline of {}", k);
         }
-        // Heap order, read through the public iterator: no entry is before
-        // its parent (insertion index breaks deadline ties, as `seq` does).
-        let order: Vec<(Instant, usize)> = heap.iter().map(|(d, p)| (d, p.n)).collect();
-        for i in 1..order.len() {
-            prop_assert!(order[(i - 1) / 2] < order[i], "heap order at {}", i);
-        }
+        // The diagnostic iterator lists exactly the pending timers.
+        let mut listed: Vec<(Instant, usize)> = heap.iter().map(|(d, p)| (d, p.n)).collect();
+        listed.sort();
+        let mut want: Vec<(Instant, usize)> = live.iter().map(|&(d, i)| (at(d), i)).collect();
+        want.sort();
+        prop_assert_eq!(listed, want, "iter");
+        heap.check_invariants();
     }
     // Draining (what `close` does) hands back every live payload.
     let drained = heap.drain().len();

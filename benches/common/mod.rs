@@ -25,8 +25,19 @@ pub struct Contender<'a> {
     pub run: Box<dyn FnMut(u64) + 'a>,
 }
 
+/// The filter given after `--` (`cargo bench --bench loop -- timers`): only
+/// sections whose title contains it run. None: all run.
+pub fn filter() -> Option<String> {
+    std::env::args().skip(1).find(|a| !a.starts_with('-'))
+}
+
 /// Runs every contender `rounds` times, interleaved, and prints a table row each.
+/// A section the filter leaves out runs nothing and measures NaN (which
+/// [`target`] skips).
 pub fn compare(title: &str, ops: u64, contenders: &mut [Contender<'_>]) -> Vec<f64> {
+    if filter().is_some_and(|f| !title.contains(&f)) {
+        return vec![f64::NAN; contenders.len()];
+    }
     let (ops, rounds) = if full_run() {
         (ops, 11)
     } else {
@@ -77,6 +88,9 @@ pub fn compare(title: &str, ops: u64, contenders: &mut [Contender<'_>]) -> Vec<f
 /// Prints whether `ours` is at least `factor` times cheaper than `theirs`
 /// (a factor below 1 allows ours to be that much slower).
 pub fn target(what: &str, ours: f64, theirs: f64, factor: f64) {
+    if ours.is_nan() || theirs.is_nan() {
+        return;
+    }
     let ratio = theirs / ours;
     let verdict = if ratio >= factor {
         "met"
@@ -91,6 +105,9 @@ pub fn target(what: &str, ours: f64, theirs: f64, factor: f64) {
 /// Prints whether `ours` costs at most `limit` times `theirs` (for "no more
 /// than 1.10× the floor" targets).
 pub fn target_at_most(what: &str, ours: f64, theirs: f64, limit: f64) {
+    if ours.is_nan() || theirs.is_nan() {
+        return;
+    }
     let ratio = ours / theirs;
     let verdict = if ratio <= limit { "met" } else { "**not met**" };
     let shown = shown(ratio, limit);

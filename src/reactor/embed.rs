@@ -37,8 +37,10 @@ impl Loop {
     /// is closed (the turn then says [`Error::Closed`]); else until the
     /// earliest timer (at most 24 h); `None` if only the fd can bring work.
     ///
-    /// It is exact: a host whose clock counts whole milliseconds rounds it
-    /// *up*, or it wakes early and finds the timer not yet due.
+    /// It is exact (a host whose clock counts whole milliseconds rounds it
+    /// *up*, or it wakes early and finds the timer not yet due), except with
+    /// more than 32 timers in the timer wheel's earliest slot: then it is that
+    /// slot's start, and the turn there files them finer (timers/mod.rs).
     pub fn timeout(&self) -> Option<Duration> {
         if self.inner.closed.get() {
             return Some(Duration::ZERO);

@@ -39,27 +39,34 @@ pub struct Handle {
 
 impl Handle {
     /// Cancels the call if it has not run; returns whether it was pending.
-    /// Idempotent. A cancelled timer leaves the heap at once (O(log n)); the
+    /// Idempotent. A cancelled timer leaves the timer wheel at once (O(1)); the
     /// callback and what it captured are dropped before `cancel` returns.
     pub fn cancel(&self) -> bool {
         let Some(inner) = self.lp.upgrade() else {
             return false;
         };
         // What was cancelled is dropped here, outside every borrow (dropping
-        // a closure may run arbitrary code).
-        let dropped: Option<Job> = match self.id {
-            HandleId::Ready(seq) => inner.ready.borrow_mut().cancel(seq),
+        // a closure may run arbitrary code). A pending timer's task is dropped
+        // where it lies, not moved out first: copying it through temporaries
+        // stalled on store-to-load forwarding.
+        let cancel_ready = |seq| -> bool {
+            let dropped: Option<Job> = inner.ready.borrow_mut().cancel(seq);
+            dropped.is_some()
+        };
+        let was_pending = match self.id {
+            HandleId::Ready(seq) => cancel_ready(seq),
             HandleId::Timer(id, _) => {
                 let c = inner.timers.borrow_mut().cancel(id);
                 match c {
-                    timers::Cancelled::Pending(task) => Some(task.job),
-                    timers::Cancelled::Ready(seq) => inner.ready.borrow_mut().cancel(seq),
-                    timers::Cancelled::Gone => None,
+                    timers::Cancelled::Pending(task) => {
+                        drop(task);
+                        true
+                    }
+                    timers::Cancelled::Ready(seq) => cancel_ready(seq),
+                    timers::Cancelled::Gone => false,
                 }
             }
         };
-        let was_pending = dropped.is_some();
-        drop(dropped);
         if was_pending {
             self.cancelled.set(true);
         }

@@ -34,7 +34,7 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timers::TimerHeap;
+use timers::TimerWheel;
 
 pub use monitor::{CurrentCallback, IoInfo, Monitor, Snapshot, TimerInfo};
 
@@ -50,7 +50,7 @@ const DEFAULT_SLOW_CALLBACK: Duration = Duration::from_millis(100);
 
 pub(crate) struct Inner {
     ready: RefCell<ReadyQueue>,
-    timers: RefCell<TimerHeap<Task>>,
+    timers: RefCell<TimerWheel<Task>>,
     io: RefCell<Registry>,
     poll: RefCell<mio::Poll>,
     /// The selector's descriptor (embed.rs): valid as long as `poll` is.
@@ -190,9 +190,11 @@ impl EventLoop {
         let poll_fd = poll.as_raw_fd();
         let waker = mio::Waker::new(poll.registry(), WAKER)?;
         let debug = std::env::var_os("DEFERLOOP_DEBUG").is_some_and(|v| !v.is_empty() && v != "0");
+        // The loop's time never goes back past this (a manual clock only advances).
+        let now = manual.as_ref().map_or_else(Instant::now, |c| c.now());
         let inner = Inner {
             ready: RefCell::new(ReadyQueue::default()),
-            timers: RefCell::new(TimerHeap::new()),
+            timers: RefCell::new(TimerWheel::new(now)),
             io: RefCell::new(Registry::default()),
             poll: RefCell::new(poll),
             poll_fd,
@@ -293,7 +295,7 @@ impl Loop {
     /// let ev = EventLoop::new()?;
     /// let never = ev.call_later(Duration::from_secs(60), |_| unreachable!())?;
     /// let stop = ev.call_later(Duration::from_millis(5), |lp| lp.stop())?;
-    /// assert!(never.cancel()); // it leaves the heap at once
+    /// assert!(never.cancel()); // it leaves the timer wheel at once
     /// assert_eq!(ev.timer_count(), 1);
     /// ev.run()?;
     /// assert_eq!(stop.state(), HandleState::Done);
@@ -386,7 +388,7 @@ impl Loop {
         self.inner.ready.borrow().len()
     }
 
-    /// Timers waiting in the heap. Cancelled timers are removed at once, so
+    /// Timers waiting in the wheel. Cancelled timers are removed at once, so
     /// this is the number of live timers.
     pub fn timer_count(&self) -> usize {
         self.inner.timers.borrow().len()

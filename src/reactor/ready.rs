@@ -202,8 +202,8 @@ mod tests {
     #[test]
     fn due_timers_get_their_ids_back_when_popped() {
         let mut q = ReadyQueue::default();
-        let mut heap = super::super::timers::TimerHeap::new();
         let now = std::time::Instant::now();
+        let mut heap = super::super::timers::TimerWheel::new(now);
         let (t1, t2) = (heap.insert(now, ()), heap.insert(now, ()));
         q.push(task());
         let s1 = q.push_timer(task(), t1);

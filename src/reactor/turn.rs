@@ -21,8 +21,10 @@ impl Inner {
     /// One turn. `max_wait` caps step 2 for a host that embeds the loop
     /// (embed.rs); `run()` passes `None`.
     pub(crate) fn turn(&self, lp: &Loop, max_wait: Option<Duration>) -> Result<(), Error> {
-        // 1. Cancelled timers: none to drop. `Handle::cancel` removed them from
-        //    the heap at once (timers.rs), where asyncio drops them lazily here.
+        // 1. Cancelled timers: none to drop (`Handle::cancel` took them out of
+        //    the wheel at once, where asyncio drops them lazily here); only
+        //    the buffer space they left is given back (timers/mod.rs).
+        self.timers.borrow_mut().trim();
         let timeout = self.poll_timeout(max_wait); // 2. 0 | next deadline (≤ 24 h) | block, ≤ max_wait
         self.poll(timeout)?; //                 3. the only place the loop sleeps
         self.queue_io_callbacks(); //           4. ready sources and remote calls → ready queue
@@ -108,8 +110,9 @@ impl Inner {
         }
     }
 
-    /// Step 5: every timer due by `now` moves to the ready queue, in heap
-    /// order, keeping its slot so it can still be cancelled until it runs.
+    /// Step 5: every timer due by `now` moves to the ready queue, in
+    /// (deadline, seq) order, keeping its node so it can still be cancelled
+    /// until it runs.
     /// The clock is read only if there is a timer (a loop without timers
     /// reads it never, as before a poll that blocks).
     fn queue_due_timers(&self) {
@@ -182,5 +185,29 @@ impl Inner {
             .published
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = p;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::EventLoop;
+    use std::time::Duration;
+
+    /// Cancels keep the payload buffer (no reallocation in a burst); the next
+    /// turn's step 1 gives it back.
+    #[test]
+    fn a_turn_gives_back_the_buffer_of_cancelled_timers() {
+        let ev = EventLoop::new().unwrap();
+        let handles: Vec<_> = (0..10_000u64)
+            .map(|i| ev.call_later(Duration::from_secs(60 + i), |_| {}).unwrap())
+            .collect();
+        for h in &handles[10..] {
+            assert!(h.cancel());
+        }
+        let capacity = || ev.inner.timers.borrow().capacity();
+        assert!(capacity() >= 10_000);
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+        assert!(capacity() <= 64, "capacity {} after a turn", capacity());
+        assert_eq!(ev.timer_count(), 10);
     }
 }
