@@ -241,3 +241,75 @@ fn a_read_takes_no_more_than_fits_below_the_high_water_mark() {
     assert!(t.is_writing_paused());
     assert!(t.write_buffer_size() <= 1000 + 4096);
 }
+
+/// A peer that took more than the high-water mark since the last read has
+/// shown it keeps up: the next read may take twice that, so a 100 KiB message
+/// is one read, not one per mark. If the peer then stops taking writes, that
+/// one read is buffered and reading pauses; the next reads are bounded by the
+/// mark again.
+#[test]
+fn a_peer_that_keeps_up_is_read_a_whole_message_at_a_time() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::echo();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    let (high, _) = t.write_buffer_limits();
+    peer.send(&[1; 100_000]);
+    turns(&ev, 2);
+    assert_eq!(peer.take_written().len(), 100_000);
+    // Nothing shown yet: the first read stopped at the mark.
+    assert_eq!(
+        seen.borrow().events[1..],
+        [Ev::Data(high), Ev::Data(100_000 - high)]
+    );
+    seen.borrow_mut().events.clear();
+
+    peer.send(&[2; 100_000]);
+    turns(&ev, 2);
+    assert_eq!(peer.take_written().len(), 100_000);
+    assert_eq!(seen.borrow().events, [Ev::Data(100_000)]);
+
+    peer.set_room(Some(0));
+    peer.send(&[3; 1_000_000]);
+    turns(&ev, 3);
+    assert!(t.is_writing_paused());
+    assert_eq!(t.write_buffer_size(), 200_000);
+    assert_eq!(seen.borrow().bytes.len(), 400_000);
+}
+
+/// The growth stops while this thread's connections hold more than a few MiB
+/// in write buffers: peers that stop reading cannot make every connection
+/// hold a grown read. Here another connection holds 5 MiB that its peer
+/// does not take, and a peer that keeps up is read a mark at a time.
+#[test]
+fn reads_stay_within_the_mark_while_the_thread_holds_megabytes_unwritten() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::echo();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    let (high, _) = t.write_buffer_limits();
+    peer.send(&[1; 100_000]);
+    turns(&ev, 2);
+    assert_eq!(peer.take_written().len(), 100_000);
+    seen.borrow_mut().events.clear();
+
+    let (stuck_rec, _) = Rec::new();
+    let (stuck, stuck_peer) = memory::open(&ev, stuck_rec).unwrap();
+    stuck_peer.set_room(Some(0));
+    stuck.write(&vec![0; 5 << 20]);
+    assert_eq!(stuck.write_buffer_size(), 5 << 20);
+
+    peer.send(&[2; 100_000]);
+    turns(&ev, 2);
+    assert_eq!(peer.take_written().len(), 100_000);
+    assert_eq!(
+        seen.borrow().events,
+        [Ev::Data(high), Ev::Data(100_000 - high)]
+    );
+
+    // Once those bytes are gone, the growth is back.
+    stuck.abort();
+    seen.borrow_mut().events.clear();
+    peer.send(&[3; 100_000]);
+    turns(&ev, 2);
+    assert_eq!(peer.take_written().len(), 100_000);
+    assert_eq!(seen.borrow().events, [Ev::Data(100_000)]);
+}

@@ -1,10 +1,10 @@
 //! The Rust echo servers, one per contender. Same semantics for all: every
 //! byte of a connection goes back as received, TCP_NODELAY on, one thread,
 //! reads of up to 256 KiB, and reading stops while 64 KiB or more wait to be
-//! written (the high-water mark). deferloop's transports also cut a read at
-//! the room left below that mark (the library's default: what a peer that
-//! stops reading can leave buffered), so a 100 KiB message is two reads;
-//! `deferloop-mark256` is the same echo with the mark at 256 KiB, the control.
+//! written (the high-water mark). deferloop's transports also bound a read by
+//! the room left below that mark (more once the peer keeps up: see the
+//! library's `dispatch::read`); `deferloop-mark256` is the same echo with the
+//! mark at 256 KiB, the control.
 //! Each binds `127.0.0.1:0` and returns the address it bound.
 
 use crate::common::coro::{Stream, StreamProtocol};
@@ -32,9 +32,9 @@ pub fn run(name: &str, bound: impl FnOnce(SocketAddr)) -> io::Result<()> {
         }
         "deferloop-mark256" => {
             // The control for the read bound: the same echo, its write
-            // buffer's high-water mark raised to the read size, so that a
-            // read is never cut at 64 KiB (the library's default, which
-            // bounds what a peer that stops reading leaves buffered).
+            // buffer's high-water mark raised to the read size, so that no
+            // read is cut at 64 KiB (the library's default, which bounds
+            // what a peer that stops reading leaves buffered).
             let ev = EventLoop::new()?;
             let l = ev
                 .listen_tcp(any, || BigMark(echo_example::Echo))

@@ -9,6 +9,7 @@
 //! Tests: below, and tests/net_flow_control.rs.
 
 use crate::Error;
+use std::cell::Cell;
 
 /// Default high-water mark: above it the protocol is paused (asyncio's 64 KiB).
 pub const DEFAULT_HIGH_WATER: usize = 64 * 1024;
@@ -126,6 +127,29 @@ impl Flow {
     }
 }
 
+thread_local! {
+    /// Bytes held in the write buffers of this thread's stream connections.
+    static HELD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Write-buffered bytes on this thread under which a read may take more than
+/// a connection's high-water mark allows (see `dispatch::read`): what peers
+/// that stop reading can make the thread hold beyond one mark each.
+pub(crate) const GROWTH_ALLOWANCE: usize = 4 * 1024 * 1024;
+
+/// Bytes held in the write buffers of this thread's stream connections.
+pub(crate) fn held_on_this_thread() -> usize {
+    HELD.try_with(Cell::get).unwrap_or(usize::MAX)
+}
+
+fn held_add(n: usize) {
+    let _ = HELD.try_with(|h| h.set(h.get() + n));
+}
+
+fn held_sub(n: usize) {
+    let _ = HELD.try_with(|h| h.set(h.get().saturating_sub(n)));
+}
+
 /// The bytes a stream transport could not write yet, with their flow control.
 #[derive(Debug, Default)]
 pub(crate) struct WriteBuf {
@@ -158,11 +182,13 @@ impl WriteBuf {
             self.start = 0;
         }
         self.buf.extend_from_slice(data);
+        held_add(data.len());
         self.flow.recheck(self.len());
     }
 
     /// Marks `n` bytes as written and re-checks the limits.
     pub(crate) fn consume(&mut self, n: usize) {
+        held_sub(n);
         self.start += n;
         debug_assert!(self.start <= self.buf.len());
         if self.start == self.buf.len() {
@@ -186,6 +212,7 @@ impl WriteBuf {
 
     /// Drops everything buffered (abort) and gives the memory back.
     pub(crate) fn clear(&mut self) {
+        held_sub(self.len());
         self.buf = Vec::new();
         self.start = 0;
         self.flow.recheck(0);
@@ -201,9 +228,34 @@ impl WriteBuf {
     }
 }
 
+impl Drop for WriteBuf {
+    fn drop(&mut self) {
+        held_sub(self.len());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_thread_count_follows_every_buffer_in_and_out() {
+        let base = held_on_this_thread();
+        let mut a = WriteBuf::default();
+        let mut b = WriteBuf::default();
+        a.push(&[1; 1000]);
+        b.push(&[1; 500]);
+        assert_eq!(held_on_this_thread(), base + 1500);
+        a.consume(400);
+        assert_eq!(held_on_this_thread(), base + 1100);
+        a.push(&[1; 100]);
+        b.clear();
+        assert_eq!(held_on_this_thread(), base + 700);
+        drop(a);
+        assert_eq!(held_on_this_thread(), base);
+        drop(b);
+        assert_eq!(held_on_this_thread(), base);
+    }
 
     #[test]
     fn a_quiet_empty_buffer_gives_its_memory_back() {

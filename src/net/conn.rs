@@ -58,6 +58,10 @@ pub(crate) struct State {
     /// even after a short read.
     pub(crate) read_closed: bool,
     pub(crate) write_ready: bool,
+    /// Bytes the peer took whole (writes that did not have to be buffered)
+    /// since the last read: what the next read may count on being able to
+    /// echo (see `dispatch::read`). Zero once a write had to be buffered.
+    pub(crate) took: usize,
     pub(crate) reading_paused: bool,
     /// Keep reading while writing is paused (off: backpressure by default).
     pub(crate) read_while_write_paused: bool,
@@ -162,6 +166,7 @@ impl Conn {
                     read_ready: false,
                     read_closed: false,
                     write_ready: false,
+                    took: 0,
                     reading_paused: false,
                     read_while_write_paused: false,
                     eof_received: false,
@@ -390,6 +395,11 @@ impl Conn {
                 st.write_ready = false;
             }
         }
+        st.took = if written == total {
+            st.took.saturating_add(total)
+        } else {
+            0
+        };
         if written == total {
             return;
         }

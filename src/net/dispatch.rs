@@ -2,6 +2,7 @@
 //! flow-control notes, reads, `connection_lost`; and what the loop's close
 //! owes it. The state and the write path are in `conn.rs`.
 
+use super::buffer;
 use super::conn::{Conn, READ_BUDGET};
 use super::core::{self, Phase};
 use super::{Protocol, Transport};
@@ -113,6 +114,7 @@ impl Conn {
         }
         let mut buf = core::take_read_buf();
         let mut budget = READ_BUDGET;
+        let took = std::mem::take(&mut self.st.borrow_mut().took);
         let mut spent = false;
         let mut got = false;
         loop {
@@ -125,13 +127,29 @@ impl Conn {
                 // Backpressure: a read takes no more than the write side can
                 // absorb below its high-water mark, so a peer that stops
                 // reading what it is sent leaves at most about one high-water
-                // mark buffered, not a whole read budget more. A protocol
-                // that handles its own backpressure reads the full budget.
+                // mark buffered, not a whole read budget more. A peer that
+                // took more than that whole since the last read has shown it
+                // keeps up (or its kernel did): a read may take twice that,
+                // so a message of that size is one short read, not one per
+                // mark, as long as this thread's connections hold less than
+                // `GROWTH_ALLOWANCE` in write buffers. Peers that then stop
+                // reading pin at most that allowance beyond one mark each. A
+                // protocol that handles its own backpressure reads the full
+                // budget.
                 let limit = if st.read_while_write_paused {
                     budget
                 } else {
                     let (_, high) = st.wbuf.flow.limits();
-                    high.saturating_sub(st.wbuf.len()).max(MIN_READ).min(budget)
+                    let grown = took.saturating_mul(2);
+                    let room = if grown > high
+                        && buffer::held_on_this_thread().saturating_add(grown)
+                            <= buffer::GROWTH_ALLOWANCE
+                    {
+                        grown
+                    } else {
+                        high
+                    };
+                    room.saturating_sub(st.wbuf.len()).max(MIN_READ).min(budget)
                 };
                 let io = st.io.as_mut().expect("a readable stream has its io");
                 match io.read(&mut buf[..limit]) {
