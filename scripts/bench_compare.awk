@@ -10,21 +10,24 @@ $1 == "value" {
   med[run, key] = $6
   unit[$2] = $4
   if (!((run, $2) in first)) first[run, $2] = $6
-  if (run == 2 && !(key in seen)) { seen[key] = 1; order[++n] = key }
+  if (run == 2) {
+    if (!($2 in has)) { has[$2] = 1; sections[++ns] = $2 }
+    if (!(key in seen)) { seen[key] = 1; names[$2, ++count[$2]] = $3 }
+  }
 }
 END {
-  last = ""
-  for (i = 1; i <= n; i++) {
-    split(order[i], k, SUBSEP)
-    if (!((1, order[i]) in med)) continue
-    if (k[1] != last) {
-      printf "\n### %s\n\n", k[1]
-      printf "| contender | before (%s) | after (%s) | after / before | ratio to first, before | ratio to first, after |\n", unit[k[1]], unit[k[1]]
-      print "|---|---:|---:|---:|---:|---:|"
-      last = k[1]
+  for (i = 1; i <= ns; i++) {
+    t = sections[i]
+    if (!((1, t) in first)) continue
+    printf "\n### %s\n\n", t
+    printf "| contender | before (%s) | after (%s) | after / before | ratio to first, before | ratio to first, after |\n", unit[t], unit[t]
+    print "|---|---:|---:|---:|---:|---:|"
+    for (j = 1; j <= count[t]; j++) {
+      key = t SUBSEP names[t, j]
+      if (!((1, key) in med)) continue
+      b = med[1, key]; a = med[2, key]
+      printf "| %s | %.1f | %.1f | %.2f× | %.2f× | %.2f× |\n", names[t, j], b, a, (b > 0 ? a / b : 0),
+        b / first[1, t], a / first[2, t]
     }
-    b = med[1, order[i]]; a = med[2, order[i]]
-    printf "| %s | %.1f | %.1f | %.2f× | %.2f× | %.2f× |\n", k[2], b, a, (b > 0 ? a / b : 0),
-      b / first[1, k[1]], a / first[2, k[1]]
   }
 }
