@@ -49,11 +49,16 @@ fuzz_target!(|bytes: &[u8]| {
         3 => Some(CancellerM::Panic),
         _ => None,
     };
+    // A quarter of the chains start fired (`succeed`: a bare result, no node).
+    let start = match c % 8 {
+        6 | 7 => Some(small(c / 8)),
+        _ => None,
+    };
     let mut ops = Vec::new();
     while !input.0.is_empty() && ops.len() < 64 {
         ops.push(decode(&mut input));
     }
-    if let Err(e) = check(cancel_with, ops.clone()) {
-        panic!("{e}\nops: {ops:?}\ncanceller: {cancel_with:?}");
+    if let Err(e) = check(cancel_with, start, ops.clone()) {
+        panic!("{e}\nops: {ops:?}\ncanceller: {cancel_with:?}\nstart: {start:?}");
     }
 });
