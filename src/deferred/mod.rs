@@ -67,6 +67,7 @@ pub mod queue;
 mod repr;
 mod resolver;
 mod run;
+mod spare;
 mod steps;
 pub mod task;
 pub mod timeout;

@@ -1,0 +1,100 @@
+//! Reusing nodes: a node whose chain is over and that nothing refers to any
+//! more is reset in place and kept, so that the next Deferred is made in it
+//! without an allocation (the Stream's reads keep one per stream, and every
+//! thread keeps a few for `Deferred::new`).
+
+use super::node::{report_unseen, NodeRef};
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// The storage of a node that is done with, reset: a new Deferred can be
+/// made in it without an allocation (see `Deferred::new_in`).
+pub(crate) struct Spare(pub(super) NodeRef);
+
+/// `node`, reset to a new node's state, if this is the only reference to it
+/// (no handle, clone, timer or other node) and its chain has run to the end
+/// (fired; not running, waiting or paused; nothing queued). Its old state is
+/// dropped here as dropping the node would drop it (an unhandled failure is
+/// reported).
+pub(crate) fn into_spare(node: NodeRef) -> Option<Spare> {
+    if Rc::strong_count(&node) != 1 || Rc::weak_count(&node) != 0 {
+        return None;
+    }
+    let (result, quiet, created_at, leftovers) = {
+        let mut n = node.try_borrow_mut().ok()?;
+        if !n.called || n.running || n.waiting || n.paused > 0 || !n.links.is_empty() {
+            return None;
+        }
+        // Field by field, what `Node::blank` holds (the links are empty and
+        // rewound, and keep their spill buffer).
+        n.called = false;
+        n.suppress_already_called = false;
+        n.resolvers = 0;
+        n.fired_at = None;
+        let quiet = std::mem::take(&mut n.quiet);
+        (
+            n.result.take(),
+            quiet,
+            n.created_at,
+            (n.chained_to.take(), n.canceller.take()),
+        )
+    };
+    // What dropping the node would have reported and dropped.
+    report_unseen(&result, quiet, created_at);
+    drop((result, leftovers));
+    Some(Spare(node))
+}
+
+/// Nodes kept per thread for the next [`Deferred::new`](super::Deferred::new)
+/// (each with its links' first spill buffer): a Deferred made, fired and
+/// done with in a loop allocates nothing after the first.
+const POOL: usize = 16;
+
+thread_local! {
+    static SPARES: Cell<Vec<NodeRef>> = const { Cell::new(Vec::new()) };
+}
+
+/// Called where a handle lets go of `node`: if it was the last reference,
+/// the node is reset and kept (see [`POOL`]); else, or if the pool is full,
+/// it is simply dropped.
+#[inline]
+pub(crate) fn recycle(node: NodeRef) {
+    if Rc::strong_count(&node) == 1 && Rc::weak_count(&node) == 0 {
+        keep(node);
+    }
+}
+
+fn keep(node: NodeRef) {
+    let Some(Spare(node)) = into_spare(node) else {
+        return;
+    };
+    // A node the pool has no room for is dropped after the pool is put back.
+    let _rejected = SPARES.try_with(|s| {
+        let mut all = s.take();
+        let rejected = if all.len() < POOL {
+            if all.capacity() == 0 {
+                all.reserve_exact(POOL);
+            }
+            all.push(node);
+            None
+        } else {
+            Some(node)
+        };
+        s.set(all);
+        rejected
+    });
+}
+
+/// A node from the pool, if there is one.
+#[inline]
+pub(crate) fn pooled() -> Option<Spare> {
+    SPARES
+        .try_with(|s| {
+            let mut all = s.take();
+            let node = all.pop();
+            s.set(all);
+            node.map(Spare)
+        })
+        .ok()
+        .flatten()
+}
