@@ -6,7 +6,7 @@ mod util;
 use deferloop::net::{memory, Protocol, Transport, WriteBufferFull};
 use deferloop::{EventLoop, Failure};
 use std::time::Duration;
-use util::net::{Ev, Rec};
+use util::net::{Ev, Rec, Shared};
 
 fn turns(ev: &EventLoop, n: usize) {
     for _ in 0..n {
@@ -242,6 +242,16 @@ fn a_read_takes_no_more_than_fits_below_the_high_water_mark() {
     assert!(t.write_buffer_size() <= 1000 + 4096);
 }
 
+/// Sends a 100,000-byte message to an echo, runs two turns, checks that all
+/// of it came back, and returns the protocol's events of that round.
+fn echo_100k(ev: &EventLoop, peer: &memory::Peer, seen: &Shared, byte: u8) -> Vec<Ev> {
+    seen.borrow_mut().events.clear();
+    peer.send(&[byte; 100_000]);
+    turns(ev, 2);
+    assert_eq!(peer.take_written().len(), 100_000);
+    seen.borrow().events.clone()
+}
+
 /// A peer that took more than the high-water mark since the last read has
 /// shown it keeps up: the next read may take twice that, so a 100 KiB message
 /// is one read, not one per mark. If the peer then stops taking writes, that
@@ -253,20 +263,12 @@ fn a_peer_that_keeps_up_is_read_a_whole_message_at_a_time() {
     let (rec, seen) = Rec::echo();
     let (t, peer) = memory::open(&ev, rec).unwrap();
     let (high, _) = t.write_buffer_limits();
-    peer.send(&[1; 100_000]);
-    turns(&ev, 2);
-    assert_eq!(peer.take_written().len(), 100_000);
     // Nothing shown yet: the first read stopped at the mark.
     assert_eq!(
-        seen.borrow().events[1..],
+        echo_100k(&ev, &peer, &seen, 1),
         [Ev::Data(high), Ev::Data(100_000 - high)]
     );
-    seen.borrow_mut().events.clear();
-
-    peer.send(&[2; 100_000]);
-    turns(&ev, 2);
-    assert_eq!(peer.take_written().len(), 100_000);
-    assert_eq!(seen.borrow().events, [Ev::Data(100_000)]);
+    assert_eq!(echo_100k(&ev, &peer, &seen, 2), [Ev::Data(100_000)]);
 
     peer.set_room(Some(0));
     peer.send(&[3; 1_000_000]);
@@ -286,30 +288,19 @@ fn reads_stay_within_the_mark_while_the_thread_holds_megabytes_unwritten() {
     let (rec, seen) = Rec::echo();
     let (t, peer) = memory::open(&ev, rec).unwrap();
     let (high, _) = t.write_buffer_limits();
-    peer.send(&[1; 100_000]);
-    turns(&ev, 2);
-    assert_eq!(peer.take_written().len(), 100_000);
-    seen.borrow_mut().events.clear();
+    echo_100k(&ev, &peer, &seen, 1);
 
     let (stuck_rec, _) = Rec::new();
     let (stuck, stuck_peer) = memory::open(&ev, stuck_rec).unwrap();
     stuck_peer.set_room(Some(0));
     stuck.write(&vec![0; 5 << 20]);
     assert_eq!(stuck.write_buffer_size(), 5 << 20);
-
-    peer.send(&[2; 100_000]);
-    turns(&ev, 2);
-    assert_eq!(peer.take_written().len(), 100_000);
     assert_eq!(
-        seen.borrow().events,
+        echo_100k(&ev, &peer, &seen, 2),
         [Ev::Data(high), Ev::Data(100_000 - high)]
     );
 
     // Once those bytes are gone, the growth is back.
     stuck.abort();
-    seen.borrow_mut().events.clear();
-    peer.send(&[3; 100_000]);
-    turns(&ev, 2);
-    assert_eq!(peer.take_written().len(), 100_000);
-    assert_eq!(seen.borrow().events, [Ev::Data(100_000)]);
+    assert_eq!(echo_100k(&ev, &peer, &seen, 3), [Ev::Data(100_000)]);
 }
