@@ -8,42 +8,14 @@
 
 use deferloop::deferred::{set_unhandled_failure_hook, Deferred};
 use deferloop::Failure;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::rc::Rc;
 
-struct Counting;
-
-thread_local! {
-    /// Allocations (and reallocations) made by this thread.
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn allocs() -> u64 {
-    ALLOCS.with(Cell::get)
-}
-
-// SAFETY: every call is forwarded to `System` with the same arguments; the
-// counter is a statistic (a const thread-local, which does not allocate).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: as above.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
+#[path = "util/alloc_count.rs"]
+mod alloc_count;
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: alloc_count::Counting = alloc_count::Counting;
 
 fn chain(i: u64) -> u64 {
     let (d, r) = Deferred::<u64>::new();
@@ -58,11 +30,11 @@ fn chain(i: u64) -> u64 {
 #[test]
 fn a_ten_step_chain_in_a_loop_allocates_nothing_after_the_first() {
     assert_eq!(chain(0), 10);
-    let before = allocs();
+    let before = alloc_count::allocs();
     for i in 0..1000 {
         assert_eq!(chain(i), i + 10);
     }
-    assert_eq!(allocs() - before, 0);
+    assert_eq!(alloc_count::allocs() - before, 0);
 }
 
 #[test]

@@ -8,43 +8,15 @@
 use deferloop::deferred::set_unhandled_failure_hook;
 use deferloop::net::{LineTooLong, Stream};
 use deferloop::{EventLoop, Failure};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-struct Counting;
-
-thread_local! {
-    /// Allocations (and reallocations) made by this thread.
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn note() {
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: every call is forwarded to `System` with the same arguments; the
-// counter is a statistic (a const thread-local, which does not allocate).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        note();
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        note();
-        // SAFETY: as above.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
+#[path = "util/alloc_count.rs"]
+mod alloc_count;
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: alloc_count::Counting = alloc_count::Counting;
 
 /// Reads `n` lines, each asked for from the callback of the one before.
 fn read_lines(s: Stream, left: Rc<Cell<usize>>) {
@@ -68,7 +40,7 @@ fn a_line_read_in_a_loop_allocates_its_callback_and_its_bytes_only() {
         input.extend_from_slice(b"GET key\r\n");
     }
     let left = Rc::new(Cell::new(LINES));
-    let before = ALLOCS.with(Cell::get);
+    let before = alloc_count::allocs();
     read_lines(s.clone(), left.clone());
     // The read buffer (64 KiB) takes the lines in a few pieces.
     for chunk in input.chunks(4096) {
@@ -78,7 +50,7 @@ fn a_line_read_in_a_loop_allocates_its_callback_and_its_bytes_only() {
     while left.get() > 0 {
         ev.run_once().unwrap();
     }
-    let per_line = (ALLOCS.with(Cell::get) - before) as f64 / LINES as f64;
+    let per_line = (alloc_count::allocs() - before) as f64 / LINES as f64;
     assert!(
         per_line <= 2.05,
         "{per_line:.3} allocations per line read (the callback and the line: 2)"
