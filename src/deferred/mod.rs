@@ -253,16 +253,6 @@ impl<T: 'static> Deferred<T> {
         node
     }
 
-    /// Looks at the state without moving it (`f` must not run user code).
-    #[inline]
-    fn peek<R>(&self, f: impl FnOnce(&Repr) -> R) -> R {
-        // SAFETY: a `Deferred` is `!Sync`, and its methods never keep a
-        // reference into `repr` across a call that can reach this handle
-        // again: `take`/`set` are the only writes, none runs while `f` reads,
-        // and `f` runs no user code (it at most borrows the node).
-        f(unsafe { &*self.repr.as_ptr() })
-    }
-
     /// A new unfired Deferred and its resolver; records the caller as the
     /// creation site (shown in [`AlreadyCalled`] and unhandled-error logs).
     #[track_caller]
@@ -428,18 +418,12 @@ impl<T: 'static> Deferred<T> {
 
     /// Whether the Deferred has fired (it may still be waiting on a chained one).
     pub fn is_called(&self) -> bool {
-        self.peek(|r| match r {
-            Repr::Node(n) => n.borrow().is_called(),
-            _ => true,
-        })
+        self.peek(Repr::is_called)
     }
 
     /// Whether the Deferred is paused (by `pause`, or waiting on a chained one).
     pub fn is_paused(&self) -> bool {
-        self.peek(|r| match r {
-            Repr::Node(n) => n.borrow().is_paused(),
-            _ => false,
-        })
+        self.peek(Repr::is_paused)
     }
 
     /// Takes the result if the Deferred has fired and has nothing left to run
@@ -534,29 +518,31 @@ impl<T> Drop for Deferred<T> {
     }
 }
 
+impl<T> Deferred<T> {
+    /// Looks at the state without moving it (`f` must not run user code).
+    #[inline]
+    fn peek<R>(&self, f: impl FnOnce(&Repr) -> R) -> R {
+        // SAFETY: a `Deferred` is `!Sync`, and its methods never keep a
+        // reference into `repr` across a call that can reach this handle
+        // again: `take`/`set` are the only writes, none runs while `f` reads,
+        // and `f` runs no user code (it at most borrows the node).
+        f(unsafe { &*self.repr.as_ptr() })
+    }
+}
+
 impl<T> fmt::Debug for Deferred<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let repr = self.repr.take();
+        // Read first, format after: the formatter may run user code.
+        let (at, called, paused, waiting_on) =
+            self.peek(|r| (r.created_at(), r.is_called(), r.is_paused(), r.waiting_on()));
         let mut s = f.debug_struct("Deferred");
-        match &repr {
-            Repr::Node(n) => {
-                let n = n.borrow();
-                s.field("created_at", &format_args!("{}", n.created_at()))
-                    .field("called", &n.is_called())
-                    .field("paused", &n.is_paused());
-                // Twisted's repr: "waiting on Deferred at ...".
-                if let Some(at) = n.waiting_on() {
-                    s.field("waiting_on", &format_args!("Deferred created at {at}"));
-                }
-            }
-            Repr::Ready(_, at) => {
-                s.field("created_at", &format_args!("{at}"))
-                    .field("called", &true)
-                    .field("paused", &false);
-            }
-            Repr::Gone => {}
+        s.field("created_at", &format_args!("{at}"))
+            .field("called", &called)
+            .field("paused", &paused);
+        // Twisted's repr: "waiting on Deferred at ...".
+        if let Some(at) = waiting_on {
+            s.field("waiting_on", &format_args!("Deferred created at {at}"));
         }
-        self.repr.set(repr);
         s.finish()
     }
 }

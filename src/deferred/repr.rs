@@ -67,6 +67,32 @@ impl Repr {
         }
     }
 
+    /// Whether the Deferred has fired.
+    pub(super) fn is_called(&self) -> bool {
+        match self {
+            Repr::Node(n) => n.borrow().is_called(),
+            Repr::Ready(..) => true,
+            Repr::Gone => gone(),
+        }
+    }
+
+    /// Whether the Deferred is paused (or waiting on a chained one).
+    pub(super) fn is_paused(&self) -> bool {
+        match self {
+            Repr::Node(n) => n.borrow().is_paused(),
+            Repr::Ready(..) => false,
+            Repr::Gone => gone(),
+        }
+    }
+
+    /// Where the Deferred this one waits on was created, if it waits.
+    pub(super) fn waiting_on(&self) -> Option<&'static Location<'static>> {
+        match self {
+            Repr::Node(n) => n.borrow().waiting_on(),
+            _ => None,
+        }
+    }
+
     /// Where the Deferred was created.
     pub(super) fn created_at(&self) -> &'static Location<'static> {
         match self {
