@@ -392,6 +392,22 @@ struct Plan {
     warmup: Duration,
 }
 
+/// `ECHO_ONLY=deferloop,mio,…`: only these servers (by `echo server NAME`),
+/// for a quick look at a few; the report runs them all.
+fn wanted(c: &Contender) -> bool {
+    let name = match c.kind {
+        Kind::Rust(n) | Kind::Python(n) => n,
+    };
+    std::env::var("ECHO_ONLY").map_or(true, |only| only.split(',').any(|o| o == name))
+}
+
+/// `ECHO_SIZES=102400`: only these message sizes; the report runs [`SIZES`].
+fn sizes() -> Vec<usize> {
+    std::env::var("ECHO_SIZES").map_or(SIZES.to_vec(), |v| {
+        v.split(',').filter_map(|s| s.parse().ok()).collect()
+    })
+}
+
 fn env_f64(name: &str, default: f64) -> f64 {
     std::env::var(name)
         .ok()
@@ -437,7 +453,7 @@ pub fn full(args: &[String]) {
     let mut servers: Vec<Server> = Vec::new();
     let mut rr_servers: Vec<Server> = Vec::new();
     for c in contenders().chain(RR_CONTENDERS) {
-        if matches!(c.kind, Kind::Python(_)) && py_versions.is_none() {
+        if matches!(c.kind, Kind::Python(_)) && py_versions.is_none() || !wanted(&c) {
             continue;
         }
         let one = server_cpu.map(|c| [c]);
@@ -473,7 +489,8 @@ pub fn full(args: &[String]) {
             notes.push(format!("{}: warm-up failed: {e}", s.label));
         }
     }
-    let results: Vec<_> = SIZES
+    let sizes = sizes();
+    let results: Vec<_> = sizes
         .iter()
         .map(|&size| run_rounds(&servers, size, &plan, &mut notes))
         .collect();
@@ -486,7 +503,7 @@ pub fn full(args: &[String]) {
     for n in &notes {
         println!("- {n}");
     }
-    for (per, &size) in results.iter().zip(&SIZES) {
+    for (per, &size) in results.iter().zip(&sizes) {
         report_size(&servers, size, CONNECTIONS, per);
     }
     report_rr(&rr_servers, CONNECTIONS, &rr);

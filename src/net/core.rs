@@ -53,23 +53,57 @@ pub(crate) fn contain(
 /// one `recv` (asyncio reads 256 KiB too). One per thread, reused.
 pub(crate) const READ_BUFFER_SIZE: usize = 256 * 1024;
 
+const PAGE: usize = 4096;
+
+/// One page of the read buffer: the buffer is page-aligned, as the kernel's
+/// own socket pages are. A `Vec` of 256 KiB is a fresh `mmap` 16 bytes into a
+/// page, and the kernel's copies to and from such a buffer measured up to
+/// twice as slow for messages of whole pages (BENCHMARKS.md, "Read buffer
+/// alignment").
+#[derive(Clone, Copy)]
+#[repr(C, align(4096))]
+struct Page([u8; PAGE]);
+
+/// The thread's read buffer: [`READ_BUFFER_SIZE`] page-aligned bytes.
+pub(crate) struct ReadBuf(Box<[Page]>);
+
+impl ReadBuf {
+    fn new() -> ReadBuf {
+        ReadBuf(vec![Page([0; PAGE]); READ_BUFFER_SIZE / PAGE].into_boxed_slice())
+    }
+}
+
+impl std::ops::Deref for ReadBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `Page` is `repr(C)` around a byte array whose size equals
+        // its alignment, so the pages are `len * PAGE` contiguous, initialised
+        // bytes with no padding, borrowed for as long as `self` is.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast(), self.0.len() * PAGE) }
+    }
+}
+
+impl std::ops::DerefMut for ReadBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, borrowed mutably for as long as `self` is.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), self.0.len() * PAGE) }
+    }
+}
+
 thread_local! {
-    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static READ_BUF: RefCell<Option<ReadBuf>> = const { RefCell::new(None) };
 }
 
 /// Takes the thread's read buffer for the length of one dispatch (allocated on
 /// first use); [`put_read_buf`] gives it back.
-pub(crate) fn take_read_buf() -> Vec<u8> {
-    let b = READ_BUF.with(|b| std::mem::take(&mut *b.borrow_mut()));
-    if b.len() == READ_BUFFER_SIZE {
-        b
-    } else {
-        vec![0; READ_BUFFER_SIZE]
-    }
+pub(crate) fn take_read_buf() -> ReadBuf {
+    READ_BUF
+        .with(|b| b.borrow_mut().take())
+        .unwrap_or_else(ReadBuf::new)
 }
 
-pub(crate) fn put_read_buf(b: Vec<u8>) {
-    READ_BUF.with(|slot| *slot.borrow_mut() = b);
+pub(crate) fn put_read_buf(b: ReadBuf) {
+    READ_BUF.with(|slot| *slot.borrow_mut() = Some(b));
 }
 
 /// Equality and hashing of a transport handle: the same connection.
@@ -91,3 +125,22 @@ macro_rules! handle_identity {
     };
 }
 pub(crate) use handle_identity;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_buffer_is_page_aligned_zeroed_and_reused() {
+        let mut b = take_read_buf();
+        assert_eq!(b.len(), READ_BUFFER_SIZE);
+        assert_eq!(b.as_ptr() as usize % PAGE, 0);
+        assert!(b.iter().all(|&x| x == 0));
+        b[READ_BUFFER_SIZE - 1] = 7;
+        let at = b.as_ptr();
+        put_read_buf(b);
+        let b = take_read_buf();
+        assert_eq!((b.as_ptr(), b[READ_BUFFER_SIZE - 1]), (at, 7));
+        put_read_buf(b);
+    }
+}
