@@ -68,3 +68,38 @@ fn a_line_that_is_not_utf8_fails_and_is_consumed() {
     assert!(f.check::<std::io::Error>(), "{f}");
     assert_eq!(ev.run_until(s.read_line()).unwrap(), "ok");
 }
+
+#[test]
+fn a_read_hands_over_its_bytes_without_the_buffers_idle_capacity() {
+    let ev = EventLoop::new().unwrap();
+    let (s, peer) = Stream::open_memory(&ev).unwrap();
+    s.set_read_limit(256 * 1024);
+    let big: Vec<u8> = (0..100 * 1024).map(|i| i as u8).collect();
+    peer.send(&big);
+    for _ in 0..10 {
+        if s.buffered() < big.len() {
+            ev.run_once().unwrap();
+        }
+    }
+    assert_eq!(s.buffered(), big.len());
+    // Everything buffered, from the start: the bytes come out whole.
+    let got = ev.run_until(s.read_some()).unwrap();
+    assert_eq!(got.len(), big.len());
+    assert!(got == big);
+    assert!(got.capacity() <= got.len() + got.len() / 2);
+    // A part, then the rest: each its own bytes, in order.
+    peer.send(&big);
+    let part = ev.run_until(s.read_exactly(60 * 1024)).unwrap();
+    let rest = ev.run_until(s.read_some()).unwrap();
+    assert!(part == big[..60 * 1024] && rest == big[60 * 1024..]);
+    assert!(
+        rest.capacity() <= rest.len() + rest.len() / 2,
+        "capacity {}",
+        rest.capacity()
+    );
+    // A small read after large ones does not carry the large capacity.
+    peer.send(b"tail");
+    let small = ev.run_until(s.read_some()).unwrap();
+    assert_eq!(small, b"tail");
+    assert!(small.capacity() < 1024, "capacity {}", small.capacity());
+}

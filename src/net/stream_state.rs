@@ -163,7 +163,15 @@ impl State {
         self.buf.len() - self.pos
     }
 
+    /// The next `n` bytes, as the caller's own `Vec`. A read of everything
+    /// buffered from the start takes the buffer itself when its capacity is
+    /// not much more than `n` (so the caller holds no large idle capacity):
+    /// one copy per read (into the buffer) instead of two.
     pub(super) fn take(&mut self, n: usize) -> Vec<u8> {
+        if self.pos == 0 && n == self.buf.len() && self.buf.capacity() <= n + n / 2 {
+            self.scanned = 0;
+            return std::mem::take(&mut self.buf);
+        }
         let out = self.buf[self.pos..self.pos + n].to_vec();
         self.consume(n);
         out
