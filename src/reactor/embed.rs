@@ -29,6 +29,22 @@ impl Inner {
             self.shared.wake();
         }
     }
+
+    /// Recomputes `push_check` after `closed`, `watched` or `running` changed.
+    pub(super) fn refresh_push_check(&self) {
+        let closed = self.closed.get();
+        self.push_check
+            .set(closed || (self.watched.get() && !self.running.get()));
+    }
+
+    /// The rare part of a push: the loop is closed, or a host must be woken.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn checked_push(&self) -> Result<(), Error> {
+        self.check_open()?;
+        self.wake_host();
+        Ok(())
+    }
 }
 
 impl Loop {
@@ -80,6 +96,7 @@ impl Loop {
     pub fn run_once_timeout(&self, max_wait: Duration) -> Result<bool, Error> {
         let guard = RunGuard::enter(self, true)?;
         self.inner.watched.set(true);
+        self.inner.refresh_push_check();
         self.inner.turn(self, Some(max_wait))?;
         let stopped = self.inner.stopping.get();
         drop(guard);
@@ -88,6 +105,7 @@ impl Loop {
 
     fn poll_fd(&self) -> BorrowedFd<'_> {
         self.inner.watched.set(true);
+        self.inner.refresh_push_check();
         // SAFETY: the descriptor belongs to the `mio::Poll` in `Inner`, which
         // is created with it and dropped only with `Inner` (closing the loop
         // keeps it); `self` holds an `Rc<Inner>`, so it stays open for the

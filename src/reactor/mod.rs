@@ -70,6 +70,10 @@ pub(crate) struct Inner {
     remote_running: Cell<bool>,
     stopping: Cell<bool>,
     closed: Cell<bool>,
+    /// `closed || (watched && !running)`: a push onto the ready queue must do
+    /// more than queue (fail, or wake the host). One flag, so a push tests
+    /// one (embed.rs, `refresh_push_check`).
+    push_check: Cell<bool>,
     close_after_run: Cell<bool>,
     debug: Cell<bool>,
     slow_callback: Cell<Duration>,
@@ -207,6 +211,7 @@ impl EventLoop {
             remote_running: Cell::new(false),
             stopping: Cell::new(false),
             closed: Cell::new(false),
+            push_check: Cell::new(false),
             close_after_run: Cell::new(false),
             debug: Cell::new(debug),
             slow_callback: Cell::new(DEFAULT_SLOW_CALLBACK),
@@ -519,8 +524,13 @@ impl Inner {
         job: impl FnOnce() -> Job,
         loc: &'static Location<'static>,
     ) -> Result<u64, Error> {
-        self.check_open()?;
-        self.wake_host();
+        if self.push_check.get() {
+            self.checked_push()?;
+        }
+        debug_assert_eq!(
+            self.push_check.get(),
+            self.closed.get() || (self.watched.get() && !self.running.get())
+        );
         let ctx = Context::capture();
         let mut ready = self.ready.borrow_mut();
         ready.reserve_one();

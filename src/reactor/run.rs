@@ -119,6 +119,7 @@ impl Loop {
         if inner.closed.replace(true) {
             return Ok(());
         }
+        inner.refresh_push_check();
         // Collect first, drop after: dropping a closure can run user code that
         // calls back in (and must then see a closed loop, not a held borrow).
         let remote = inner.shared.close();
@@ -160,6 +161,7 @@ impl<'a> RunGuard<'a> {
             return Err(Error::Running);
         }
         inner.running.set(true);
+        inner.refresh_push_check();
         if !inner.remote_running.replace(true) {
             inner.shared.set_running(true);
         }
@@ -177,6 +179,7 @@ impl Drop for RunGuard<'_> {
         let inner = &self.lp.inner;
         let stopped = inner.stopping.replace(false);
         inner.running.set(false);
+        inner.refresh_push_check();
         if (!self.embedded || stopped) && inner.remote_running.replace(false) {
             inner.shared.set_running(false);
         }
