@@ -14,6 +14,39 @@ pub mod svg;
 use std::io::Write;
 use std::time::Instant;
 
+/// The server-process side of the echo and idle benches (`BENCH server NAME`):
+/// a thread answers each line read from standard input with one line that
+/// `stats` writes, and exits the process when standard input closes, so a
+/// server never outlives its harness. Call, then serve with [`print_bound`].
+///
+/// `stats` writes straight into the locked standard output: the answer must
+/// not allocate, or the allocation counts it reports would count it.
+pub fn answer_stdin(stats: impl Fn(&mut dyn Write) -> std::io::Result<()> + Send + 'static) {
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut line = String::with_capacity(64);
+        loop {
+            line.clear();
+            match stdin.read_line(&mut line) {
+                Ok(0) | Err(_) => std::process::exit(0),
+                Ok(_) => {
+                    let mut out = std::io::stdout().lock();
+                    let _ = stats(&mut out)
+                        .and_then(|()| writeln!(out))
+                        .and_then(|()| out.flush());
+                }
+            }
+        }
+    });
+}
+
+/// Tells the harness where a server listens: its first line of output.
+pub fn print_bound(addr: std::net::SocketAddr) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{addr}");
+    let _ = out.flush();
+}
+
 /// Whether we were started by `cargo bench` (full run) or `cargo test` (smoke).
 pub fn full_run() -> bool {
     std::env::args().any(|a| a == "--bench")

@@ -6,7 +6,7 @@ use crate::client::{self, Load};
 use crate::common::{self, svg, Better};
 use crate::{rr, servers, sys};
 use std::cell::RefCell;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -155,27 +155,11 @@ const CONNECTIONS: usize = 10;
 /// standard input closes (so it never outlives the harness). Each line read
 /// from standard input is answered with `ALLOCS FREES` so far.
 pub fn serve(name: &str) -> ! {
-    std::thread::spawn(|| {
-        let stdin = io::stdin();
-        let mut line = String::with_capacity(64);
-        loop {
-            line.clear();
-            match stdin.read_line(&mut line) {
-                Ok(0) | Err(_) => std::process::exit(0),
-                Ok(_) => {
-                    let (a, f) = sys::alloc_counts();
-                    let mut out = io::stdout().lock();
-                    let _ = writeln!(out, "{a} {f}");
-                    let _ = out.flush();
-                }
-            }
-        }
+    common::answer_stdin(|out| {
+        let (a, f) = sys::alloc_counts();
+        write!(out, "{a} {f}")
     });
-    let r = servers::run(name, |addr| {
-        let mut out = io::stdout().lock();
-        let _ = writeln!(out, "{addr}");
-        let _ = out.flush();
-    });
+    let r = servers::run(name, common::print_bound);
     eprintln!("echo server {name}: {r:?}");
     std::process::exit(1)
 }

@@ -76,28 +76,12 @@ fn pairs_for(limit: u64) -> usize {
 /// standard input closes. Each line read from standard input is answered with
 /// `OPEN ALLOCS`: connections set up and not closed, allocations so far.
 pub fn serve(name: &str) -> ! {
-    std::thread::spawn(|| {
-        let stdin = io::stdin();
-        let mut line = String::with_capacity(64);
-        loop {
-            line.clear();
-            match stdin.read_line(&mut line) {
-                Ok(0) | Err(_) => std::process::exit(0),
-                Ok(_) => {
-                    let open = servers::OPEN.load(Ordering::Relaxed);
-                    let (a, _) = sys::alloc_counts();
-                    let mut out = io::stdout().lock();
-                    let _ = writeln!(out, "{open} {a}");
-                    let _ = out.flush();
-                }
-            }
-        }
+    common::answer_stdin(|out| {
+        let open = servers::OPEN.load(Ordering::Relaxed);
+        let (a, _) = sys::alloc_counts();
+        write!(out, "{open} {a}")
     });
-    let r = servers::run(name, |addr| {
-        let mut out = io::stdout().lock();
-        let _ = writeln!(out, "{addr}");
-        let _ = out.flush();
-    });
+    let r = servers::run(name, common::print_bound);
     eprintln!("idle server {name}: {r:?}");
     std::process::exit(1)
 }
