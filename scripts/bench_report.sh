@@ -7,7 +7,7 @@
 # edit the figures by hand: notes (causes, not numbers) go in scripts/bench_notes.md.
 #
 # ECHO_SECONDS, ECHO_ROUNDS, ECHO_PY_SECONDS, ECHO_PY_ROUNDS shorten the echo
-# run while developing (defaults 3, 5, 3, 3), as IDLE_ROUNDS (default 7) does the
+# run while developing (defaults 3, 7, 3, 3), as IDLE_ROUNDS (default 7) does the
 # idle-connections one; commit only a default run.
 # BENCH_PRIORITY=-10 (needs root) runs the benches at that nice value, so that
 # other work on a shared machine takes less of their CPU; the report says so.

@@ -148,6 +148,27 @@ pub fn target_at_most(what: &str, ours: f64, theirs: f64, limit: f64) {
     record(&["target", what, &shown, &format!("<={limit:.2}"), verdict]);
 }
 
+/// Prints whether `ours`, a median in ns per operation, is at most `limit_ns`
+/// (for targets stated as a time rather than a ratio).
+pub fn target_ns(what: &str, ours: f64, limit_ns: f64) {
+    if ours.is_nan() {
+        return;
+    }
+    let verdict = if ours <= limit_ns {
+        "met"
+    } else {
+        "**not met**"
+    };
+    println!("\n- Target: {what}: measured {ours:.1} ns (allowed {limit_ns:.0} ns): {verdict}");
+    record(&[
+        "target",
+        what,
+        &format!("{ours:.1} ns"),
+        &format!("<={limit_ns:.0} ns"),
+        verdict,
+    ]);
+}
+
 /// `ratio` to two decimals, or three when two would print the threshold
 /// itself (so "1.10× (allowed 1.10×): not met" cannot happen).
 pub fn shown(ratio: f64, threshold: f64) -> String {
