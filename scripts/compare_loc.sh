@@ -2,6 +2,7 @@
 # Regenerates the line-count table of COMPARISON.md from examples/compare/.
 # Counts lines of code: not blank, not only a comment; whole files, `main`
 # included (it is the same argument handling on both sides).
+# With --check (CI), changes nothing and fails if the table is out of date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 count() { grep -cvE '^\s*($|//)' "$1"; }
@@ -21,5 +22,15 @@ awk -v table="$table" '
   /<!-- loc:end -->/ { skip = 0 }
   !skip { print }
 ' COMPARISON.md > COMPARISON.md.new
+if [ "${1:-}" = --check ]; then
+  if ! diff -u COMPARISON.md COMPARISON.md.new; then
+    rm COMPARISON.md.new
+    echo "COMPARISON.md's line counts are out of date: run scripts/compare_loc.sh" >&2
+    exit 1
+  fi
+  rm COMPARISON.md.new
+  echo "COMPARISON.md's line counts are up to date"
+  exit 0
+fi
 mv COMPARISON.md.new COMPARISON.md
 echo "updated COMPARISON.md"
