@@ -564,12 +564,13 @@ fn run_rounds(
     notes: &mut Vec<String>,
 ) -> Vec<Vec<Sample>> {
     let mut per: Vec<Vec<Sample>> = servers.iter().map(|_| Vec::new()).collect();
+    let order = run_order(servers);
     for round in 0..plan.rounds.max(plan.py_rounds) {
         // Each round starts one contender further on (A B C, B C A, C A B…),
         // so no contender always runs first, right after the previous round's
         // last (the heaviest, when the Python peers take part).
         let n = servers.len();
-        for i in (0..n).map(|k| (round + k) % n) {
+        for i in (0..n).map(|k| order[(round + k) % n]) {
             let s = &servers[i];
             let (rounds, measure) = if s.python {
                 (plan.py_rounds, plan.py_measure)
@@ -622,6 +623,30 @@ fn run_rounds(
     per
 }
 
+/// The contenders that targets pair, in this order, run last in the run
+/// order: next to their partner, a few seconds apart, so that a wave of
+/// disturbance hits both samples of a pair rather than one. A round's start
+/// moves one place a round, so it reaches this tail (and splits a pair across
+/// the round's two ends) only if there are more rounds than contenders before it.
+const PAIRED: [&str; 7] = [
+    READS,
+    MIO,
+    CALLBACKS,
+    TOKIO,
+    EMBEDDED,
+    TLS_CALLBACKS,
+    TOKIO_TLS,
+];
+
+/// Indexes of `servers` in run order: the unpaired ones as listed, then [`PAIRED`].
+fn run_order(servers: &[Server]) -> Vec<usize> {
+    let rank = |i: &usize| PAIRED.iter().position(|&l| l == servers[*i].label);
+    let mut order: Vec<usize> = (0..servers.len()).collect();
+    // Stable: unpaired (None) first in their order, then by place in PAIRED.
+    order.sort_by_key(rank);
+    order
+}
+
 fn print_method(plan: &Plan, server_cpu: Option<usize>, client_cpu: Option<usize>, python: bool) {
     println!("\n### How the echo comparison runs\n");
     println!(
@@ -631,7 +656,7 @@ fn print_method(plan: &Plan, server_cpu: Option<usize>, client_cpu: Option<usize
          is this process: {CONNECTIONS} blocking threads pinned to CPU {}, one connection \
          each, one `x…\\n` message in flight per connection, the reply matched by byte count. \
          Per size, {} rounds each run every contender once, each round starting one \
-         contender further on (A B C D, B C D A, …); a sample is {} s of warm-up on fresh connections, then {} s measured.{} Every \
+         contender further on (A B C D, B C D A, …), with the contenders a target compares run back to back; a sample is {} s of warm-up on fresh connections, then {} s measured.{} Every \
          server was warmed up for 1 s first.",
         server_cpu.map_or("(any)".into(), |c| c.to_string()),
         client_cpu.map_or("(any)".into(), |c| c.to_string()),
