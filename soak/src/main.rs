@@ -644,7 +644,7 @@ impl Protocol for EchoConn {
         t.write(data);
         self.rearm(t);
         self.reads += 1;
-        if self.reads % 16 == 0 {
+        if self.reads.is_multiple_of(16) {
             // Some work for the pool, and a Deferred that must fire once.
             let sample: Vec<u8> = data.iter().take(64).copied().collect();
             let srv = self.srv.clone();
@@ -1328,7 +1328,7 @@ pub fn run(cfg: &Config) -> Report {
                             n[k].fetch_add(1, Relaxed);
                         }
                     }
-                    if (round + i as u64) % 50 == 0 {
+                    if (round + i as u64).is_multiple_of(50) {
                         n[4].fetch_add(1, Relaxed);
                         let r = sr.call_blocking(Duration::from_secs(10), |_| {
                             deferloop::deferred::succeed(())

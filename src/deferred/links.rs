@@ -52,12 +52,18 @@ impl Links {
         (self.len - self.head) as usize
     }
 
+    /// Slot `i`, which must be below `len`.
     #[inline(always)]
     fn slot(&mut self, i: u32) -> &mut Option<Link> {
+        debug_assert!(i < self.len);
         let i = i as usize;
         match self.inline.get_mut(i) {
             Some(slot) => slot,
-            None => &mut self.spilled[i - INLINE_LINKS],
+            // SAFETY: `i < len` (every caller reads at `head < len`), and
+            // while `len` is past the inline slots `spilled` holds exactly
+            // `len - INLINE_LINKS` slots (the struct's invariant), so
+            // `i - INLINE_LINKS` is in bounds.
+            None => unsafe { self.spilled.get_unchecked_mut(i - INLINE_LINKS) },
         }
     }
 
@@ -125,16 +131,20 @@ impl Links {
             return None;
         }
         let slot = self.slot(self.head);
-        if !matches!(slot, Some(Link::Call(..))) {
-            return None;
-        }
-        // Always a callback (checked above); no panic on the other branch,
-        // whose unwinding code would hold the link in memory.
-        let Some(Link::Call(f, at)) = slot.take() else {
+        let Some(Link::Call(f, at)) = slot else {
             return None;
         };
+        // SAFETY: the callback is moved out of the slot exactly once, and
+        // the slot is overwritten with `None` without dropping what it held
+        // (`write` drops nothing), so the link is neither dropped twice nor
+        // leaked. (`take` would copy the whole link out and test it again.)
+        let out = unsafe {
+            let out = (std::ptr::read(f), *at);
+            std::ptr::write(slot, None);
+            out
+        };
         self.advance();
-        Some((f, at))
+        Some(out)
     }
 
     /// Whether any queued link points to another node.

@@ -239,10 +239,14 @@ impl<T: 'static> Deferred<T> {
         Deferred::from_repr(Repr::Ready(r, at))
     }
 
-    /// Moves the state out (the emptied handle drops as nothing).
-    #[inline]
+    /// Moves the state out; the handle is gone without a drop (the chain's
+    /// hot path: `add_callback` and friends consume one handle per step).
+    #[inline(always)]
     fn take_repr(self) -> Repr {
-        self.repr.take()
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again (ManuallyDrop), so the
+        // state is moved out exactly once; a `Deferred` owns nothing else.
+        unsafe { std::ptr::read(&this.repr) }.into_inner()
     }
 
     /// The chain's node, made now if the Deferred was a bare result; the
@@ -443,13 +447,10 @@ impl<T: 'static> Deferred<T> {
     /// # Errors
     /// The Deferred itself, when it has no result to give yet.
     pub fn result(self) -> Result<Result<T, Failure>, Deferred<T>> {
-        match self.repr.take() {
+        match self.take_repr() {
             Repr::Node(node) => match node::take_result(&node) {
                 Some(r) => Ok(r.map(Value::take::<T>)),
-                None => {
-                    self.repr.set(Repr::Node(node));
-                    Err(self)
-                }
+                None => Err(Deferred::from_node(node)),
             },
             Repr::Ready(r, _) => Ok(r.map(Value::take::<T>)),
             Repr::Gone => repr::gone(),

@@ -3,8 +3,8 @@
 //! without an allocation (the Stream's reads keep one per stream, and every
 //! thread keeps a few for `Deferred::new`).
 
-use super::node::{report_unseen, NodeRef};
-use std::cell::Cell;
+use super::node::{report_unseen, NodeRef, Res};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 /// The storage of a node that is done with, reset: a new Deferred can be
@@ -20,29 +20,39 @@ pub(crate) fn into_spare(node: NodeRef) -> Option<Spare> {
     if Rc::strong_count(&node) != 1 || Rc::weak_count(&node) != 0 {
         return None;
     }
-    let (result, quiet, created_at, leftovers) = {
-        let mut n = node.try_borrow_mut().ok()?;
-        if !n.called || n.running || n.waiting || n.paused > 0 || !n.links.is_empty() {
-            return None;
-        }
-        // Field by field, what `Node::blank` holds (the links are empty and
-        // rewound, and keep their spill buffer).
-        n.called = false;
-        n.suppress_already_called = false;
-        n.resolvers = 0;
-        n.fired_at = None;
-        let quiet = std::mem::take(&mut n.quiet);
-        (
-            n.result.take(),
-            quiet,
-            n.created_at,
-            (n.chained_to.take(), n.canceller.take()),
-        )
-    };
-    // What dropping the node would have reported and dropped.
+    let mut n = node.try_borrow_mut().ok()?;
+    if !n.called || n.running || n.waiting || n.paused > 0 || !n.links.is_empty() {
+        return None;
+    }
+    // Field by field, what `Node::blank` holds (the links are empty and
+    // rewound, and keep their spill buffer).
+    n.called = false;
+    n.suppress_already_called = false;
+    n.resolvers = 0;
+    n.fired_at = None;
+    let quiet = std::mem::take(&mut n.quiet);
+    if n.result.is_some() || n.chained_to.is_some() || n.canceller.is_some() {
+        let old = (n.result.take(), (n.chained_to.take(), n.canceller.take()));
+        let created_at = n.created_at;
+        drop(n);
+        drop_old_state(old, quiet, created_at);
+    } else {
+        drop(n);
+    }
+    Some(Spare(node))
+}
+
+/// What dropping the node would have reported and dropped (its result was
+/// not taken, or it still held a link to another node or a canceller).
+#[cold]
+#[inline(never)]
+fn drop_old_state(
+    (result, leftovers): (Option<Res>, impl Sized),
+    quiet: bool,
+    created_at: &'static std::panic::Location<'static>,
+) {
     report_unseen(&result, quiet, created_at);
     drop((result, leftovers));
-    Some(Spare(node))
 }
 
 /// Nodes kept per thread for the next [`Deferred::new`](super::Deferred::new)
@@ -51,7 +61,7 @@ pub(crate) fn into_spare(node: NodeRef) -> Option<Spare> {
 const POOL: usize = 16;
 
 thread_local! {
-    static SPARES: Cell<Vec<NodeRef>> = const { Cell::new(Vec::new()) };
+    static SPARES: RefCell<Vec<NodeRef>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Called where a handle lets go of `node`: if it was the last reference,
@@ -68,20 +78,20 @@ fn keep(node: NodeRef) {
     let Some(Spare(node)) = into_spare(node) else {
         return;
     };
-    // A node the pool has no room for is dropped after the pool is put back.
+    // A node the pool has no room for is dropped after the pool's borrow
+    // ends (dropping a node can reach the pool again).
     let _rejected = SPARES.try_with(|s| {
-        let mut all = s.take();
-        let rejected = if all.len() < POOL {
-            if all.capacity() == 0 {
-                all.reserve_exact(POOL);
-            }
-            all.push(node);
-            None
-        } else {
-            Some(node)
+        let Ok(mut all) = s.try_borrow_mut() else {
+            return Some(node);
         };
-        s.set(all);
-        rejected
+        if all.len() >= POOL {
+            return Some(node);
+        }
+        if all.capacity() == 0 {
+            all.reserve_exact(POOL);
+        }
+        all.push(node);
+        None
     });
 }
 
@@ -89,12 +99,7 @@ fn keep(node: NodeRef) {
 #[inline]
 pub(crate) fn pooled() -> Option<Spare> {
     SPARES
-        .try_with(|s| {
-            let mut all = s.take();
-            let node = all.pop();
-            s.set(all);
-            node.map(Spare)
-        })
+        .try_with(|s| s.try_borrow_mut().ok()?.pop().map(Spare))
         .ok()
         .flatten()
 }

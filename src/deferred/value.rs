@@ -29,7 +29,7 @@ pub(crate) struct Inline {
 }
 
 struct Meta {
-    type_id: fn() -> TypeId,
+    type_id: TypeId,
     drop: unsafe fn(*mut u8),
 }
 
@@ -39,7 +39,7 @@ trait HasMeta {
 
 impl<T: 'static> HasMeta for T {
     const META: Meta = Meta {
-        type_id: TypeId::of::<T>,
+        type_id: TypeId::of::<T>(),
         drop: drop_as::<T>,
     };
 }
@@ -89,9 +89,12 @@ impl Value {
         match &*this {
             Value::Inline(inline) => {
                 // Same `Meta` address is the fast path; constants may be
-                // duplicated across codegen units, so fall back to the TypeId.
-                if !std::ptr::eq(inline.meta, &<T as HasMeta>::META) {
-                    check_type::<T>(inline.meta);
+                // duplicated across codegen units, so fall back to the TypeId
+                // (a constant here: two compares, no call).
+                if !std::ptr::eq(inline.meta, &<T as HasMeta>::META)
+                    && inline.meta.type_id != TypeId::of::<T>()
+                {
+                    mismatch::<T>();
                 }
                 // SAFETY: `meta` says `buf` holds a `T` written by `new` (the
                 // type ids match); `this` is never dropped (ManuallyDrop), so
@@ -113,16 +116,8 @@ impl Value {
     }
 }
 
-/// The slow half of the type check in [`Value::take`].
 #[cold]
 #[inline(never)]
-fn check_type<T: 'static>(meta: &Meta) {
-    if (meta.type_id)() != TypeId::of::<T>() {
-        mismatch::<T>();
-    }
-}
-
-#[cold]
 fn mismatch<T>() -> ! {
     panic!(
         "deferloop bug: Deferred value is not a {}",
