@@ -67,17 +67,52 @@ impl Links {
         }
     }
 
+    /// Appends `link`.
     #[inline]
     pub(crate) fn push_back(&mut self, link: Link) {
+        let slot = self.vacant();
+        // SAFETY: `vacant` hands out a slot to write at once (see there).
+        unsafe { slot.write(Some(link)) };
+    }
+
+    /// Appends a callback link: `add_callback`'s path. The link is built
+    /// after its slot is found, so it is written there from its parts: built
+    /// on the stack first and copied, its 16-byte halves were read back
+    /// before the 8-byte stores that wrote them had landed (a failed
+    /// store-to-load forwarding, half the time of a chain's `add_callback`).
+    #[inline(always)]
+    pub(crate) fn push_call(&mut self, f: Callback, at: &'static Location<'static>) {
+        let slot = self.vacant();
+        // SAFETY: `vacant` hands out a slot to write at once (see there).
+        unsafe { slot.write(Some(Link::Call(f, at))) };
+    }
+
+    /// The slot at the back, already counted as queued: the caller must
+    /// write a link to it (without reading or dropping what is there) before
+    /// anything else uses the queue.
+    #[inline(always)]
+    fn vacant(&mut self) -> *mut Option<Link> {
         if self.len as usize >= INLINE_LINKS && self.spilled.len() == self.spilled.capacity() {
             self.make_room();
         }
-        if (self.len as usize) < INLINE_LINKS {
-            self.inline[self.len as usize] = Some(link);
-        } else {
-            self.spilled.push(Some(link));
-        }
+        let i = self.len as usize;
         self.len += 1;
+        if i < INLINE_LINKS {
+            // Inline slots from `len` on hold `None`, which owns nothing:
+            // writing over it without a drop leaks nothing.
+            debug_assert!(self.inline[i].is_none());
+            &mut self.inline[i]
+        } else {
+            let j = self.spilled.len();
+            debug_assert!(j < self.spilled.capacity());
+            // SAFETY: `j < capacity` (room was made above), so slot `j` is
+            // allocated; the caller initialises it before the vector is used
+            // again. (`push` copies the link through the stack once more.)
+            unsafe {
+                self.spilled.set_len(j + 1);
+                self.spilled.as_mut_ptr().add(j)
+            }
+        }
     }
 
     /// The spilled slots are full: reclaim the read slots if they are at least

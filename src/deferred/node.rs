@@ -269,7 +269,7 @@ pub(crate) fn add_call(
     n.quiet = false;
     let go = n.called && n.runnable();
     if !(go && n.links.is_empty()) {
-        n.links.push_back(Link::Call(callback(step), at));
+        n.links.push_call(callback(step), at);
         drop(n);
         if go {
             run(node.clone());
