@@ -79,8 +79,26 @@ impl Outcome {
 /// A step runs either boxed in a link or directly (see [`add_call`]), so its
 /// body has two call sites; implementations mark `run` `#[inline(always)]` so
 /// that both fold the user's function in (a closure there is not inlined).
-pub(crate) trait StepFn {
+pub(crate) trait StepFn: Sized {
     fn run(self, r: Res) -> Outcome;
+
+    /// Runs on the result in `slot`, leaving the outcome there. Steps that
+    /// take a value override it to work on an inline value in place.
+    #[inline(always)]
+    fn run_in(self, slot: &mut Outcome) {
+        run_moved(self, slot);
+    }
+}
+
+/// The general [`StepFn::run_in`]: the result is moved out of the slot and
+/// the outcome written back.
+#[inline(always)]
+pub(super) fn run_moved(step: impl StepFn, slot: &mut Outcome) {
+    let r = slot.take_input();
+    let out = step.run(r);
+    // The slot holds `Taken`, which owns nothing: overwrite it without the
+    // drop call an assignment would compile to.
+    std::mem::forget(std::mem::replace(slot, out));
 }
 
 impl<F: FnOnce(Res) -> Outcome> StepFn for F {
@@ -99,11 +117,7 @@ pub(crate) fn callback(step: impl StepFn + 'static) -> Callback {
 /// Runs `step` on the result in `slot`, leaving its outcome there.
 #[inline(always)]
 pub(super) fn in_place(step: impl StepFn, slot: &mut Outcome) {
-    let r = slot.take_input();
-    let out = step.run(r);
-    // The slot holds `Taken`, which owns nothing: overwrite it without the
-    // drop call an assignment would compile to.
-    std::mem::forget(std::mem::replace(slot, out));
+    step.run_in(slot);
 }
 
 /// One entry of a chain.

@@ -2,7 +2,7 @@
 //! `add_callback`, `map`, `add_errback`, `add_callbacks` and `add_both` add
 //! to a chain. Tests: through tests/deferred_chain.rs.
 
-use super::node::{Outcome, Res, StepFn, Value};
+use super::node::{run_moved, Outcome, Res, StepFn, Value};
 use super::Deferred;
 use crate::Failure;
 use std::marker::PhantomData;
@@ -61,11 +61,22 @@ impl<U: 'static> IntoStep for Deferred<U> {
 
 #[inline]
 fn outcome<R: IntoStep>(r: R) -> Outcome {
-    match r.into_step() {
+    outcome_of(r.into_step())
+}
+
+#[inline]
+fn outcome_of<U: 'static>(s: Step<U>) -> Outcome {
+    match s {
         Step::Ready(Ok(v)) => Outcome::Done(Ok(Value::new(v))),
         Step::Ready(Err(f)) => Outcome::Done(Err(f)),
         Step::Chain(d) => d.into_outcome(),
     }
+}
+
+/// Writes `out` over a slot whose value owns nothing (taken in place).
+#[inline(always)]
+fn overwrite(slot: &mut Outcome, out: Outcome) {
+    std::mem::forget(std::mem::replace(slot, out));
 }
 
 // The steps of `add_callback` (and `map`), `add_errback`, `add_callbacks`
@@ -82,6 +93,20 @@ impl<T: 'static, R: IntoStep, F: FnOnce(T) -> R> StepFn for OnValue<T, F> {
             Err(e) => Outcome::Done(Err(e)),
         }
     }
+
+    #[inline(always)]
+    fn run_in(self, slot: &mut Outcome) {
+        if let Outcome::Done(Ok(v)) = slot {
+            if let Some(t) = v.take_in_place::<T>() {
+                match (self.0)(t).into_step() {
+                    Step::Ready(Ok(u)) => v.put_in_place(u),
+                    other => overwrite(slot, outcome_of(other)),
+                }
+                return;
+            }
+        }
+        run_moved(self, slot);
+    }
 }
 
 pub(super) struct Map<T, F>(pub(super) F, pub(super) PhantomData<fn(T)>);
@@ -93,6 +118,17 @@ impl<T: 'static, U: 'static, F: FnOnce(T) -> U> StepFn for Map<T, F> {
             Ok(v) => Outcome::Done(Ok(Value::new((self.0)(v.take::<T>())))),
             Err(e) => Outcome::Done(Err(e)),
         }
+    }
+
+    #[inline(always)]
+    fn run_in(self, slot: &mut Outcome) {
+        if let Outcome::Done(Ok(v)) = slot {
+            if let Some(t) = v.take_in_place::<T>() {
+                v.put_in_place((self.0)(t));
+                return;
+            }
+        }
+        run_moved(self, slot);
     }
 }
 

@@ -105,6 +105,43 @@ impl Value {
         }
     }
 
+    /// Moves the `T` out of an inline value, leaving a `()` in its place (a
+    /// value that owns nothing, so a panic before [`put_in_place`] drops
+    /// nothing twice); `None` if the value is not inline.
+    ///
+    /// [`put_in_place`]: Value::put_in_place
+    #[inline(always)]
+    pub(crate) fn take_in_place<T: 'static>(&mut self) -> Option<T> {
+        if !fits::<T>() {
+            return None;
+        }
+        let Value::Inline(inline) = self else {
+            return None;
+        };
+        if !std::ptr::eq(inline.meta, &<T as HasMeta>::META)
+            && inline.meta.type_id != TypeId::of::<T>()
+        {
+            mismatch::<T>();
+        }
+        // SAFETY: `meta` says `buf` holds a `T` (checked above); it is read
+        // out once, and `meta` then says `()`, whose drop does nothing, so
+        // the moved-out `T` is never dropped from here.
+        let v = unsafe { inline.buf.as_ptr().cast::<T>().read() };
+        inline.meta = &<() as HasMeta>::META;
+        Some(v)
+    }
+
+    /// Stores `u` in a value that owns nothing (left so by
+    /// [`take_in_place`](Value::take_in_place)), in place.
+    #[inline(always)]
+    pub(crate) fn put_in_place<U: 'static>(&mut self, u: U) {
+        debug_assert!(matches!(self, Value::Inline(i) if (i.meta.type_id) == TypeId::of::<()>()));
+        // SAFETY: `self` owns nothing (a `()`, see above): writing over it
+        // without a drop leaks nothing (an assignment would call the drop
+        // through `meta` for nothing).
+        unsafe { std::ptr::write(self, Value::new(u)) };
+    }
+
     fn take_boxed<T: 'static>(self) -> T {
         match self {
             Value::Boxed(b) => match b.downcast::<T>() {
