@@ -260,6 +260,7 @@ impl<T: 'static> Deferred<T> {
     /// A new unfired Deferred and its resolver; records the caller as the
     /// creation site (shown in [`AlreadyCalled`] and unhandled-error logs).
     #[track_caller]
+    #[inline]
     pub fn new() -> (Deferred<T>, Resolver<T>) {
         Deferred::new_in(node::pooled())
     }
@@ -267,6 +268,7 @@ impl<T: 'static> Deferred<T> {
     /// Like [`new`](Self::new), in `spare`'s storage if there is one (a
     /// node done with, see `Resolver::into_spare`): no allocation then.
     #[track_caller]
+    #[inline]
     pub(crate) fn new_in(spare: Option<node::Spare>) -> (Deferred<T>, Resolver<T>) {
         let at = Location::caller();
         let node = match spare {
