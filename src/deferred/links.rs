@@ -217,7 +217,7 @@ mod tests {
     fn tag(l: Link) -> u64 {
         let Link::Call(f, _) = l else { unreachable!() };
         let mut slot = Outcome::Done(Ok(Value::new(())));
-        f(&mut slot);
+        f.run(&mut slot);
         match slot {
             Outcome::Done(Ok(v)) => v.take::<u64>(),
             _ => unreachable!(),

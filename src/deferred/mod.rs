@@ -56,6 +56,7 @@
 //! assert_eq!(d.result().unwrap().unwrap(), 41);
 //! ```
 
+mod callback;
 mod cancel;
 pub mod errors;
 pub mod failure;

@@ -23,6 +23,7 @@
 //! nobody can tell. Code on that path has no panicking branch while it owns a
 //! value: a cleanup pad would pin the value to the stack (see `Value::take`).
 
+pub(crate) use super::callback::Callback;
 pub(crate) use super::cancel::{add_resolver, cancel, drop_resolver};
 use super::errors::AlreadyCalled;
 use super::links::Links;
@@ -40,11 +41,6 @@ pub(crate) type NodeRef = Rc<RefCell<Node>>;
 pub(crate) type WeakNode = Weak<RefCell<Node>>;
 /// A type-erased result.
 pub(crate) type Res = Result<Value, Failure>;
-/// One link's code: handles both halves of a (callback, errback) pair. It
-/// takes its input from the slot (`Outcome::Done`) and leaves its outcome
-/// there, so the result stays in one place from one callback to the next
-/// (made by [`callback`]).
-pub(crate) type Callback = Box<dyn FnOnce(&mut Outcome)>;
 /// A canceller, called with the node it cancels.
 pub(crate) type Canceller = Box<dyn FnOnce(&NodeRef)>;
 
@@ -111,12 +107,12 @@ impl<F: FnOnce(Res) -> Outcome> StepFn for F {
 /// Makes a link's code from a step.
 #[inline]
 pub(crate) fn callback(step: impl StepFn + 'static) -> Callback {
-    Box::new(move |slot: &mut Outcome| in_place(step, slot))
+    Callback::new(step)
 }
 
 /// Runs `step` on the result in `slot`, leaving its outcome there.
 #[inline(always)]
-pub(super) fn in_place(step: impl StepFn, slot: &mut Outcome) {
+pub(crate) fn in_place(step: impl StepFn, slot: &mut Outcome) {
     step.run_in(slot);
 }
 

@@ -129,7 +129,7 @@ pub(super) fn run_calls(
 ) -> Next {
     let mut slot = Outcome::Done(r);
     loop {
-        call(f, &mut slot, at);
+        call(|slot: &mut Outcome| f.run(slot), &mut slot, at);
         let mut n = cur.borrow_mut();
         if let Outcome::Done(_) = slot {
             if n.paused == 0 {
