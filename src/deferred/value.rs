@@ -203,6 +203,37 @@ mod tests {
         Value::new(()).take::<()>();
     }
 
+    /// `take_in_place` leaves a value that owns nothing (so dropping it
+    /// then drops nothing twice); `put_in_place` fills it again; a boxed
+    /// value is left alone.
+    #[test]
+    fn values_taken_and_put_in_place_drop_once() {
+        use std::cell::Cell;
+        struct Counted(Rc<Cell<u32>>, u8);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() + 1);
+            }
+        }
+        let drops = Rc::new(Cell::new(0));
+        let mut v = Value::new(Counted(drops.clone(), 1));
+        let c = v.take_in_place::<Counted>().expect("inline");
+        drop(v);
+        assert_eq!(drops.get(), 0, "the emptied value owned nothing");
+        let mut v = Value::new(Counted(drops.clone(), 2));
+        let d = v.take_in_place::<Counted>().expect("inline");
+        drop(d);
+        assert_eq!(drops.get(), 1);
+        v.put_in_place(Counted(c.0.clone(), c.1 + 10));
+        drop(c);
+        assert_eq!(drops.get(), 2);
+        assert_eq!(v.take::<Counted>().1, 11);
+        assert_eq!(drops.get(), 3);
+        let mut big = Value::new([5u64; 4]);
+        assert!(big.take_in_place::<[u64; 4]>().is_none());
+        assert_eq!(big.take::<[u64; 4]>(), [5; 4]);
+    }
+
     #[test]
     fn large_or_overaligned_values_are_boxed_and_round_trip() {
         #[repr(align(16))]
