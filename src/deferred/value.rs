@@ -83,7 +83,7 @@ impl Value {
             return self.take_boxed();
         }
         // Nothing is dropped from here on, even if the type check panics (a
-        // bug: the value leaks). That keeps unwinding code away from the hot
+        // bug: an inline value leaks). That keeps unwinding code away from the hot
         // path, which would otherwise hold the value in memory.
         let this = ManuallyDrop::new(self);
         match &*this {
@@ -101,7 +101,12 @@ impl Value {
                 // the `T` is moved out exactly once.
                 unsafe { inline.buf.as_ptr().cast::<T>().read() }
             }
-            Value::Boxed(_) => mismatch::<T>(),
+            Value::Boxed(_) => {
+                // A bug too; freeing the box first (no unwinding code: it
+                // cannot panic) keeps the report from leaking it.
+                drop(ManuallyDrop::into_inner(this));
+                mismatch::<T>()
+            }
         }
     }
 
