@@ -11,8 +11,8 @@
 # idle-connections one; commit only a default run.
 # BENCH_PRIORITY=-10 (needs root) runs the benches at that nice value, so that
 # other work on a shared machine takes less of their CPU; the report says so.
-# BASELINE=COMMIT (default cdf6c85, the last report before the I/O-layer
-# redesign; BASELINE=none skips it) also builds that commit in a worktree and
+# BASELINE=COMMIT (default 34c40ee, the last report before the Deferred's
+# second speed round; BASELINE=none skips it) also builds that commit in a worktree and
 # runs its loop, Deferred and echo benches in the same session, each just
 # before the current one: the "Before and after" section compares the two.
 set -euo pipefail
@@ -36,7 +36,7 @@ if [ -n "${BENCH_PRIORITY:-}" ]; then
   fi
 fi
 
-baseline=${BASELINE:-cdf6c85}
+baseline=${BASELINE:-34c40ee}
 [ "$baseline" = none ] && baseline=
 # Outside this checkout, or cargo would take it for a member of this workspace.
 base_dir=${BASELINE_DIR:-${TMPDIR:-/tmp}/deferloop-baseline}
