@@ -277,7 +277,12 @@ pub(crate) fn add_call(
 ) {
     let mut n = node.borrow_mut();
     n.quiet = false;
-    let go = n.called && n.runnable();
+    if !n.called {
+        // A chain being built: queue only.
+        n.links.push_call(callback(step), at);
+        return;
+    }
+    let go = n.runnable();
     if !(go && n.links.is_empty()) {
         n.links.push_call(callback(step), at);
         drop(n);
