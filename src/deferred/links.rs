@@ -12,7 +12,7 @@
 //! once they are at least half, so the queue holds only the live links.
 //! Tests: below; behaviour through tests/deferred_*.rs.
 
-use super::node::{Callback, Link};
+use super::node::{Callback, Link, StepFn};
 use std::panic::Location;
 
 /// Slots stored inside the node.
@@ -80,9 +80,16 @@ impl Links {
     /// on the stack first and copied, its 16-byte halves were read back
     /// before the 8-byte stores that wrote them had landed (a failed
     /// store-to-load forwarding, half the time of a chain's `add_callback`).
+    /// The callback is made after the slot is found, too: made before, it
+    /// was saved to the stack around the (rare) call that makes room.
     #[inline(always)]
-    pub(crate) fn push_call(&mut self, f: Callback, at: &'static Location<'static>) {
+    pub(crate) fn push_call(
+        &mut self,
+        step: impl StepFn + 'static,
+        at: &'static Location<'static>,
+    ) {
         let slot = self.vacant();
+        let f = Callback::new(step);
         // SAFETY: `vacant` hands out a slot to write at once (see there).
         unsafe { slot.write(Some(Link::Call(f, at))) };
     }
@@ -204,12 +211,12 @@ impl Links {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deferred::node::{callback, Node, Outcome, Value};
+    use crate::deferred::node::{Callback, Node, Outcome, Value};
     use std::panic::Location;
 
     fn call(k: u64) -> Link {
         Link::Call(
-            callback(move |_| Outcome::Done(Ok(Value::new(k)))),
+            Callback::new(move |_| Outcome::Done(Ok(Value::new(k)))),
             Location::caller(),
         )
     }
@@ -284,7 +291,7 @@ mod tests {
         let counted = |d: &Rc<Cell<u32>>| {
             let c = Counted(d.clone());
             Link::Call(
-                callback(move |r| {
+                Callback::new(move |r| {
                     let _keep = &c;
                     Outcome::Done(r)
                 }),

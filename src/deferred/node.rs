@@ -104,12 +104,6 @@ impl<F: FnOnce(Res) -> Outcome> StepFn for F {
     }
 }
 
-/// Makes a link's code from a step.
-#[inline]
-pub(crate) fn callback(step: impl StepFn + 'static) -> Callback {
-    Callback::new(step)
-}
-
 /// Runs `step` on the result in `slot`, leaving its outcome there.
 #[inline(always)]
 pub(crate) fn in_place(step: impl StepFn, slot: &mut Outcome) {
@@ -279,12 +273,12 @@ pub(crate) fn add_call(
     n.quiet = false;
     if !n.called {
         // A chain being built: queue only.
-        n.links.push_call(callback(step), at);
+        n.links.push_call(step, at);
         return;
     }
     let go = n.runnable();
     if !(go && n.links.is_empty()) {
-        n.links.push_call(callback(step), at);
+        n.links.push_call(step, at);
         drop(n);
         if go {
             run(node.clone());
@@ -453,7 +447,9 @@ mod tests {
         add_link(
             node,
             Link::Call(
-                callback(move |r: Res| Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + k)))),
+                Callback::new(move |r: Res| {
+                    Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + k)))
+                }),
                 here(),
             ),
         );
@@ -474,7 +470,7 @@ mod tests {
         add_link(
             &node,
             Link::Call(
-                callback(move |r| {
+                Callback::new(move |r| {
                     assert!(n2.try_borrow_mut().is_ok());
                     assert!(n2.borrow().running);
                     Outcome::Done(r)
@@ -528,7 +524,7 @@ mod tests {
         let i2 = inner.clone();
         add_link(
             &outer,
-            Link::Call(callback(move |_| Outcome::Chain(i2)), here()),
+            Link::Call(Callback::new(move |_| Outcome::Chain(i2)), here()),
         );
         {
             let o = outer.borrow();
