@@ -8,7 +8,7 @@
 //! function, where the size is known (nothing for a step that captures
 //! nothing). Tests: below, and every chain test.
 
-use super::node::{in_place, Outcome, StepFn};
+use super::node::{Outcome, StepFn};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
@@ -50,7 +50,7 @@ unsafe fn run_as<S: StepFn>(p: NonNull<u8>, slot: &mut Outcome) {
     // moved out (the box freed) before it runs, so a panic in it drops the
     // step once, as it would drop any moved-in closure.
     let step = *unsafe { Box::from_raw(p.as_ptr().cast::<S>()) };
-    in_place(step, slot);
+    step.run_in(slot);
 }
 
 /// # Safety

@@ -104,12 +104,6 @@ impl<F: FnOnce(Res) -> Outcome> StepFn for F {
     }
 }
 
-/// Runs `step` on the result in `slot`, leaving its outcome there.
-#[inline(always)]
-pub(crate) fn in_place(step: impl StepFn, slot: &mut Outcome) {
-    step.run_in(slot);
-}
-
 /// One entry of a chain.
 pub(crate) enum Link {
     /// A user callback pair, with the place it was added (origin of its panics).
@@ -289,7 +283,7 @@ pub(crate) fn add_call(
     n.running = true;
     drop(n);
     let mut slot = Outcome::Done(r);
-    call(|slot: &mut Outcome| in_place(step, slot), &mut slot, at);
+    call(|slot: &mut Outcome| step.run_in(slot), &mut slot, at);
     let mut n = node.borrow_mut();
     n.running = false;
     if settle(n, node, slot, at) == Next::More {

@@ -10,7 +10,7 @@
 //! is exactly a fired, idle node with nothing queued whose only owner is the
 //! handle (a `Resolver` or a cancel handle would need a node).
 
-use super::node::{add_call, in_place, Node, NodeRef, Outcome, Res, StepFn};
+use super::node::{add_call, Node, NodeRef, Outcome, Res, StepFn};
 use super::run::{call, settle};
 use std::panic::Location;
 
@@ -47,7 +47,7 @@ impl Repr {
             }
             Repr::Ready(r, created) => {
                 let mut slot = Outcome::Done(r);
-                call(|slot: &mut Outcome| in_place(step, slot), &mut slot, at);
+                call(|slot: &mut Outcome| step.run_in(slot), &mut slot, at);
                 match slot {
                     Outcome::Done(r) => Repr::Ready(r, created),
                     other => Repr::Node(wait_on(other, created, at)),
