@@ -92,8 +92,14 @@ pub(crate) trait StepFn: Sized {
 pub(super) fn run_moved(step: impl StepFn, slot: &mut Outcome) {
     let r = slot.take_input();
     let out = step.run(r);
-    // The slot holds `Taken`, which owns nothing: overwrite it without the
-    // drop call an assignment would compile to.
+    // The slot holds `Taken`, which owns nothing.
+    overwrite(slot, out);
+}
+
+/// Writes `out` over a slot that owns nothing (its input was taken, or its
+/// value taken in place), without the drop call an assignment compiles to.
+#[inline(always)]
+pub(super) fn overwrite(slot: &mut Outcome, out: Outcome) {
     std::mem::forget(std::mem::replace(slot, out));
 }
 

@@ -2,7 +2,7 @@
 //! `add_callback`, `map`, `add_errback`, `add_callbacks` and `add_both` add
 //! to a chain. Tests: through tests/deferred_chain.rs.
 
-use super::node::{run_moved, Outcome, Res, StepFn, Value};
+use super::node::{overwrite, run_moved, Outcome, Res, StepFn, Value};
 use super::Deferred;
 use crate::Failure;
 use std::marker::PhantomData;
@@ -71,12 +71,6 @@ fn outcome_of<U: 'static>(s: Step<U>) -> Outcome {
         Step::Ready(Err(f)) => Outcome::Done(Err(f)),
         Step::Chain(d) => d.into_outcome(),
     }
-}
-
-/// Writes `out` over a slot whose value owns nothing (taken in place).
-#[inline(always)]
-fn overwrite(slot: &mut Outcome, out: Outcome) {
-    std::mem::forget(std::mem::replace(slot, out));
 }
 
 // The steps of `add_callback` (and `map`), `add_errback`, `add_callbacks`

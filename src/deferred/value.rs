@@ -83,19 +83,12 @@ impl Value {
             return self.take_boxed();
         }
         // Nothing is dropped from here on, even if the type check panics (a
-        // bug: an inline value leaks). That keeps unwinding code away from the hot
-        // path, which would otherwise hold the value in memory.
+        // bug: an inline value leaks). That keeps unwinding code away from
+        // the hot path, which would otherwise hold the value in memory.
         let this = ManuallyDrop::new(self);
         match &*this {
             Value::Inline(inline) => {
-                // Same `Meta` address is the fast path; constants may be
-                // duplicated across codegen units, so fall back to the TypeId
-                // (a constant here: two compares, no call).
-                if !std::ptr::eq(inline.meta, &<T as HasMeta>::META)
-                    && inline.meta.type_id != TypeId::of::<T>()
-                {
-                    mismatch::<T>();
-                }
+                check_type::<T>(inline.meta);
                 // SAFETY: `meta` says `buf` holds a `T` written by `new` (the
                 // type ids match); `this` is never dropped (ManuallyDrop), so
                 // the `T` is moved out exactly once.
@@ -123,11 +116,7 @@ impl Value {
         let Value::Inline(inline) = self else {
             return None;
         };
-        if !std::ptr::eq(inline.meta, &<T as HasMeta>::META)
-            && inline.meta.type_id != TypeId::of::<T>()
-        {
-            mismatch::<T>();
-        }
+        check_type::<T>(inline.meta);
         // SAFETY: `meta` says `buf` holds a `T` (checked above); it is read
         // out once, and `meta` then says `()`, whose drop does nothing, so
         // the moved-out `T` is never dropped from here.
@@ -155,6 +144,16 @@ impl Value {
             },
             Value::Inline(_) => mismatch::<T>(),
         }
+    }
+}
+
+/// Panics unless `meta` describes a `T`. The same `Meta` address is the fast
+/// path; constants may be duplicated across codegen units, so it falls back
+/// to the TypeId (a constant here: two compares, no call).
+#[inline(always)]
+fn check_type<T: 'static>(meta: &Meta) {
+    if !std::ptr::eq(meta, &<T as HasMeta>::META) && meta.type_id != TypeId::of::<T>() {
+        mismatch::<T>();
     }
 }
 
