@@ -1,44 +1,83 @@
-//! The FIFO of a node's links, stored in the node itself while it is short.
+//! The FIFO of a node's links, stored beside the node while it is short.
 //!
-//! Owns `Links`. A chain is typically filled, then drained, and only then
-//! extended again, so the queue is a sequence of slots written at `len` and
-//! read at `head`, rewound to the start whenever it runs empty: no wrapping
-//! arithmetic on either side. Slots `0..INLINE_LINKS` are in the node (most
-//! Deferreds never queue more than one or two links: one to a list, a
-//! CONTINUE marker); later ones in a vector that reserves [`FIRST_SPILL`]
-//! slots when first needed, then doubles, so a chain of up to 10 links
-//! allocates once besides its node. If links keep arriving while the queue is
-//! read (a callback that adds to its own chain), the read slots are reclaimed
-//! once they are at least half, so the queue holds only the live links.
+//! Owns `Links` and `InlineLinks`. A chain is typically filled, then
+//! drained, and only then extended again, so the queue is a block of slots
+//! written at `len` and read at `head`, rewound to the start whenever it runs
+//! empty: no wrapping arithmetic on either side. The block is the node's
+//! `INLINE_LINKS` slots (most Deferreds never queue more than one or two
+//! links: one to a list, a CONTINUE marker) until more are needed; then a
+//! heap block of [`FIRST_SPILL`] slots, which doubles when full, so a chain
+//! of up to 10 links allocates once besides its node, and a node reused from
+//! the pool keeps its block. If links keep arriving while the queue is read
+//! (a callback that adds to its own chain), the read slots are reclaimed once
+//! they are at least half, so the queue holds only the live links.
+//!
+//! Why a pointer to the block, even when it is the inline one: the push and
+//! the pop of every step then find their slot with one load and an add. With
+//! the inline slots and a spill vector side by side, each access chose
+//! between the two (about ten instructions more per step of a 10-step chain,
+//! with an `Option` tag written on every read). The inline slots are an
+//! `UnsafeCell` next to the node's `RefCell`, in the same `Rc` (`NodeCell`),
+//! not inside the node: a pointer into the node itself would be invalidated
+//! by every `&mut` borrow of it (Miri says so), one beside it is not.
 //! Tests: below; behaviour through tests/deferred_*.rs.
 
 use super::node::{Callback, Link, StepFn};
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
 use std::panic::Location;
+use std::ptr;
 
-/// Slots stored inside the node.
+/// Slots stored beside the node.
 const INLINE_LINKS: usize = 2;
-/// Room reserved by the first spill to the heap.
-const FIRST_SPILL: usize = 8;
+/// Slots of the first heap block.
+const FIRST_SPILL: usize = 10;
 
-/// A FIFO of links: slots `head..len` are queued, slots before `head` read.
+/// A node's inline slots: written only through the `Links` they were given
+/// to (see [`Links::use_inline`]).
+pub(crate) struct InlineLinks(UnsafeCell<[MaybeUninit<Link>; INLINE_LINKS]>);
+
+impl InlineLinks {
+    pub(crate) fn new() -> InlineLinks {
+        InlineLinks(UnsafeCell::new(
+            [const { MaybeUninit::uninit() }; INLINE_LINKS],
+        ))
+    }
+}
+
+/// A FIFO of links: slots `head..len` of the block are queued (initialised),
+/// the others hold nothing.
 pub(crate) struct Links {
+    /// Slot 0 of the block: `INLINE_LINKS` slots given by `use_inline` when
+    /// `cap` is `INLINE_LINKS`, a heap block of `cap` slots when it is more
+    /// (heap blocks are at least `FIRST_SPILL`); unset while `cap` is 0.
+    base: *mut Link,
+    cap: u32,
     head: u32,
     len: u32,
-    inline: [Option<Link>; INLINE_LINKS],
-    /// Slots `INLINE_LINKS..`; its length is `len - INLINE_LINKS` when `len`
-    /// is past the inline slots, else it is empty.
-    spilled: Vec<Option<Link>>,
 }
 
 impl Links {
     #[inline]
     pub(crate) fn new() -> Links {
         Links {
+            base: ptr::NonNull::dangling().as_ptr(),
+            cap: 0,
             head: 0,
             len: 0,
-            inline: [const { None }; INLINE_LINKS],
-            spilled: Vec::new(),
         }
+    }
+
+    /// Makes `inline` the block, until more slots are needed.
+    ///
+    /// # Safety
+    /// Nothing was pushed yet, and `inline` outlives this `Links` and is
+    /// used by nothing else (it sits beside it in its node's `NodeCell`).
+    pub(crate) unsafe fn use_inline(&mut self, inline: &InlineLinks) {
+        debug_assert_eq!(self.cap, 0);
+        self.base = inline.0.get().cast::<Link>();
+        self.cap = INLINE_LINKS as u32;
     }
 
     #[inline]
@@ -52,19 +91,22 @@ impl Links {
         (self.len - self.head) as usize
     }
 
-    /// Slot `i`, which must be below `len`.
-    #[inline(always)]
-    fn slot(&mut self, i: u32) -> &mut Option<Link> {
-        debug_assert!(i < self.len);
-        let i = i as usize;
-        match self.inline.get_mut(i) {
-            Some(slot) => slot,
-            // SAFETY: `i < len` (every caller reads at `head < len`), and
-            // while `len` is past the inline slots `spilled` holds exactly
-            // `len - INLINE_LINKS` slots (the struct's invariant), so
-            // `i - INLINE_LINKS` is in bounds.
-            None => unsafe { self.spilled.get_unchecked_mut(i - INLINE_LINKS) },
+    /// Points the block anew at `inline`, if it is the inline block: the
+    /// owner of both is being dropped, with a `&mut` over them (see
+    /// `NodeCell`'s drop).
+    pub(crate) fn rebase(&mut self, inline: &mut InlineLinks) {
+        if self.cap as usize == INLINE_LINKS {
+            self.base = inline.0.get_mut().as_mut_ptr().cast::<Link>();
         }
+    }
+
+    /// Slot `i` of the block, which must be below `cap`.
+    #[inline(always)]
+    fn slot(&mut self, i: u32) -> *mut Link {
+        debug_assert!(i < self.cap);
+        // SAFETY: `i < cap`, and `base` points to a block of `cap` slots
+        // (the struct's invariant).
+        unsafe { self.base.add(i as usize) }
     }
 
     /// Appends `link`.
@@ -72,7 +114,7 @@ impl Links {
     pub(crate) fn push_back(&mut self, link: Link) {
         let slot = self.vacant();
         // SAFETY: `vacant` hands out a slot to write at once (see there).
-        unsafe { slot.write(Some(link)) };
+        unsafe { slot.write(link) };
     }
 
     /// Appends a callback link: `add_callback`'s path. The link is built
@@ -91,53 +133,72 @@ impl Links {
         let slot = self.vacant();
         let f = Callback::new(step);
         // SAFETY: `vacant` hands out a slot to write at once (see there).
-        unsafe { slot.write(Some(Link::Call(f, at))) };
+        unsafe { slot.write(Link::Call(f, at)) };
     }
 
     /// The slot at the back, already counted as queued: the caller must
     /// write a link to it (without reading or dropping what is there) before
     /// anything else uses the queue.
     #[inline(always)]
-    fn vacant(&mut self) -> *mut Option<Link> {
-        if self.len as usize >= INLINE_LINKS && self.spilled.len() == self.spilled.capacity() {
+    fn vacant(&mut self) -> *mut Link {
+        if self.len == self.cap {
             self.make_room();
         }
-        let i = self.len as usize;
+        let i = self.len;
         self.len += 1;
-        if i < INLINE_LINKS {
-            // Inline slots from `len` on hold `None`, which owns nothing:
-            // writing over it without a drop leaks nothing.
-            debug_assert!(self.inline[i].is_none());
-            &mut self.inline[i]
-        } else {
-            let j = self.spilled.len();
-            debug_assert!(j < self.spilled.capacity());
-            // SAFETY: `j < capacity` (room was made above), so slot `j` is
-            // allocated; the caller initialises it before the vector is used
-            // again. (`push` copies the link through the stack once more.)
-            unsafe {
-                self.spilled.set_len(j + 1);
-                self.spilled.as_mut_ptr().add(j)
-            }
-        }
+        self.slot(i)
     }
 
-    /// The spilled slots are full: reclaim the read slots if they are at least
-    /// half of all (then there is room), else grow.
+    /// The block is full (or was never set): reclaim the read slots if they
+    /// are at least half of it (then there is room), else move to a heap
+    /// block twice its size (at least `FIRST_SPILL`).
     #[cold]
+    #[inline(never)]
     fn make_room(&mut self) {
+        let queued = (self.len - self.head) as usize;
         if self.head > 0 && self.head >= self.len / 2 {
-            let queued: Vec<Link> = self.take_all().collect();
-            for link in queued {
-                self.push_back(link);
-            }
-            debug_assert!(
-                (self.len as usize) < INLINE_LINKS || self.spilled.len() < self.spilled.capacity()
-            );
-        } else if self.spilled.capacity() == 0 {
-            self.spilled = Vec::with_capacity(FIRST_SPILL);
+            let from = self.slot(self.head);
+            // SAFETY: slots `head..len` are initialised and move to
+            // `0..queued`, within the block (the ranges may overlap:
+            // `copy` allows that); the slots they leave hold nothing.
+            unsafe { ptr::copy(from, self.base, queued) };
         } else {
-            self.spilled.reserve(self.spilled.capacity());
+            let cap = (self.cap as usize * 2).max(FIRST_SPILL);
+            let cap32 = u32::try_from(cap).expect("a Deferred with 2^31 links queued");
+            let layout = Layout::array::<Link>(cap).expect("link block size");
+            // SAFETY: `layout` has a non-zero size (a `Link` is not
+            // zero-sized, `cap` is at least `FIRST_SPILL`).
+            let block = unsafe { alloc(layout) }.cast::<Link>();
+            if block.is_null() {
+                handle_alloc_error(layout);
+            }
+            let from = self.base.wrapping_add(self.head as usize);
+            // SAFETY: the queued slots (none if the block was never set)
+            // move to the start of the new block, which has room for
+            // `cap > queued` slots and does not overlap the old one; the old
+            // block then holds nothing and is freed (if it was a heap block).
+            unsafe {
+                ptr::copy_nonoverlapping(from, block, queued);
+                self.free_block();
+            }
+            self.base = block;
+            self.cap = cap32;
+        }
+        self.head = 0;
+        self.len = queued as u32;
+    }
+
+    /// Frees the heap block, if there is one; it must hold nothing.
+    ///
+    /// # Safety
+    /// No slot of the block is initialised, and `base` is not used again
+    /// before it is set anew.
+    unsafe fn free_block(&mut self) {
+        if self.cap as usize > INLINE_LINKS {
+            let layout = Layout::array::<Link>(self.cap as usize).expect("link block size");
+            // SAFETY: a block of `cap > INLINE_LINKS` slots was allocated
+            // by `make_room` with this layout.
+            unsafe { dealloc(self.base.cast::<u8>(), layout) };
         }
     }
 
@@ -148,10 +209,6 @@ impl Links {
         if self.head == self.len {
             self.head = 0;
             self.len = 0;
-            // SAFETY: every slot below `len` has been read, so every spilled
-            // slot is `None`, which owns nothing: forgetting them leaks
-            // nothing, and 0 is within capacity. (`clear` would visit each.)
-            unsafe { self.spilled.set_len(0) };
         }
     }
 
@@ -160,9 +217,11 @@ impl Links {
         if self.head == self.len {
             return None;
         }
-        let link = self.slot(self.head).take();
+        // SAFETY: slot `head < len` is initialised; it is read once and
+        // counted as read at once, so it is neither dropped twice nor leaked.
+        let link = unsafe { self.slot(self.head).read() };
         self.advance();
-        link
+        Some(link)
     }
 
     /// Pops the next link if it is a user callback. Always inlined: it is
@@ -173,17 +232,14 @@ impl Links {
             return None;
         }
         let slot = self.slot(self.head);
-        let Some(Link::Call(f, at)) = slot else {
-            return None;
-        };
-        // SAFETY: the callback is moved out of the slot exactly once, and
-        // the slot is overwritten with `None` without dropping what it held
-        // (`write` drops nothing), so the link is neither dropped twice nor
-        // leaked. (`take` would copy the whole link out and test it again.)
+        // SAFETY: slot `head < len` is initialised. Its callback is moved
+        // out once and the slot counted as read at once, so the link is
+        // neither dropped twice nor leaked (a `Call` owns nothing else).
         let out = unsafe {
-            let out = (std::ptr::read(f), *at);
-            std::ptr::write(slot, None);
-            out
+            let Link::Call(f, at) = &*slot else {
+                return None;
+            };
+            (ptr::read(f), *at)
         };
         self.advance();
         Some(out)
@@ -191,11 +247,12 @@ impl Links {
 
     /// Whether any queued link points to another node.
     pub(crate) fn has_node_links(&self) -> bool {
-        self.inline
-            .iter()
-            .chain(&self.spilled)
-            .flatten()
-            .any(|l| matches!(l, Link::Continue(_) | Link::Forward(..)))
+        (self.head..self.len).any(|i| {
+            // SAFETY: slots `head..len` are initialised (`base` is set, as
+            // `len > 0`).
+            let link = unsafe { &*self.base.add(i as usize) };
+            matches!(link, Link::Continue(_) | Link::Forward(..))
+        })
     }
 
     /// Removes and returns every queued link, in order.
@@ -205,6 +262,16 @@ impl Links {
             out.push(link);
         }
         out.into_iter()
+    }
+}
+
+impl Drop for Links {
+    fn drop(&mut self) {
+        while let Some(link) = self.pop_front() {
+            drop(link);
+        }
+        // SAFETY: every slot was read above; `base` is not used again.
+        unsafe { self.free_block() };
     }
 }
 
@@ -246,6 +313,38 @@ mod tests {
     }
 
     #[test]
+    fn inline_slots_first_then_one_heap_block() {
+        let inline = InlineLinks::new();
+        let mut q = Links::new();
+        // SAFETY: `inline` outlives `q` (declared before it) and nothing
+        // else uses it.
+        unsafe { q.use_inline(&inline) };
+        let block = inline.0.get().cast::<Link>();
+        q.push_back(call(0));
+        q.push_back(call(1));
+        assert_eq!((q.cap as usize, q.base), (INLINE_LINKS, block));
+        assert_eq!(tag(q.pop_front().unwrap()), 0);
+        // Full with a read slot at least half: reclaimed, still inline.
+        q.push_back(call(2));
+        assert_eq!((q.cap as usize, q.base), (INLINE_LINKS, block));
+        for k in 3..11 {
+            q.push_back(call(k));
+        }
+        assert_eq!(q.cap as usize, FIRST_SPILL);
+        assert_ne!(q.base, block);
+        for k in 1..11 {
+            assert_eq!(tag(q.pop_front().unwrap()), k);
+        }
+        assert!(q.is_empty());
+        // Links still queued inline are dropped with the queue.
+        let mut q = Links::new();
+        // SAFETY: as above; the first `q` is empty and never used again.
+        unsafe { q.use_inline(&inline) };
+        q.push_back(call(1));
+        drop(q);
+    }
+
+    #[test]
     fn interleaved_push_and_pop_stays_bounded() {
         // A callback that appends to its own chain while it runs: the queue
         // holds one or two links at a time and must not grow with the total.
@@ -256,7 +355,7 @@ mod tests {
             assert_eq!(tag(q.pop_front().unwrap()), k - 1);
         }
         assert_eq!(q.len(), 1);
-        assert!(q.spilled.capacity() <= FIRST_SPILL);
+        assert!(q.cap as usize <= FIRST_SPILL);
     }
 
     #[test]
@@ -265,16 +364,16 @@ mod tests {
         for k in 0..10 {
             q.push_back(call(k));
         }
-        let cap = q.spilled.capacity();
-        assert_eq!(cap, FIRST_SPILL);
+        let (cap, block) = (q.cap, q.base);
+        assert_eq!(cap as usize, FIRST_SPILL);
         for _ in 0..10 {
             q.pop_front();
         }
-        assert_eq!((q.head, q.len, q.spilled.len()), (0, 0, 0));
-        assert_eq!(q.spilled.capacity(), cap);
+        assert_eq!((q.head, q.len), (0, 0));
+        assert_eq!((q.cap, q.base), (cap, block));
     }
 
-    /// The rewind forgets the read (`None`) spilled slots without visiting
+    /// The rewind forgets the read slots without visiting
     /// them: every link is still dropped exactly once, whether it was read,
     /// refilled after the rewind, or left queued when the queue is dropped.
     #[test]
@@ -307,7 +406,7 @@ mod tests {
             drop(f);
             assert_eq!(drops.get(), k + 1);
         }
-        assert_eq!((q.head, q.len, q.spilled.len()), (0, 0, 0));
+        assert_eq!((q.head, q.len), (0, 0));
         for _ in 0..7 {
             q.push_back(counted(&drops));
         }

@@ -26,7 +26,7 @@
 pub(crate) use super::callback::Callback;
 pub(crate) use super::cancel::{add_resolver, cancel, drop_resolver};
 use super::errors::AlreadyCalled;
-use super::links::Links;
+use super::links::{InlineLinks, Links};
 use super::run::{call, run, run_calls, settle, Next};
 pub(crate) use super::spare::{into_spare, pooled, recycle, Spare};
 pub(crate) use super::value::Value;
@@ -36,9 +36,9 @@ use std::panic::Location;
 use std::rc::{Rc, Weak};
 
 /// Shared handle to a node.
-pub(crate) type NodeRef = Rc<RefCell<Node>>;
+pub(crate) type NodeRef = Rc<NodeCell>;
 /// Weak handle to a node (timers, cancel handles, waiting outers).
-pub(crate) type WeakNode = Weak<RefCell<Node>>;
+pub(crate) type WeakNode = Weak<NodeCell>;
 /// A type-erased result.
 pub(crate) type Res = Result<Value, Failure>;
 /// A canceller, called with the node it cancels.
@@ -120,6 +120,32 @@ pub(crate) enum Link {
     Forward(NodeRef, &'static Location<'static>),
 }
 
+/// What a `NodeRef` points to: the node, and beside it (outside its
+/// `RefCell`, see `links.rs`) the first slots of its link queue. Derefs to
+/// the node's `RefCell`.
+pub(crate) struct NodeCell {
+    node: RefCell<Node>,
+    inline: InlineLinks,
+}
+
+impl Drop for NodeCell {
+    fn drop(&mut self) {
+        // Dropping holds a `&mut` to the whole cell, inline slots included:
+        // from now on the links reach them through it, not through the
+        // pointer made when the node was made.
+        self.node.get_mut().links.rebase(&mut self.inline);
+    }
+}
+
+impl std::ops::Deref for NodeCell {
+    type Target = RefCell<Node>;
+
+    #[inline(always)]
+    fn deref(&self) -> &RefCell<Node> {
+        &self.node
+    }
+}
+
 /// The state of one chain (Twisted's Deferred instance).
 pub(crate) struct Node {
     pub(super) links: Links,
@@ -158,7 +184,17 @@ impl Node {
         created_at: &'static Location<'static>,
         resolvers: u32,
     ) -> NodeRef {
-        Rc::new(RefCell::new(Node::blank(created_at, resolvers)))
+        let cell = Rc::new(NodeCell {
+            node: RefCell::new(Node::blank(created_at, resolvers)),
+            inline: InlineLinks::new(),
+        });
+        let mut n = cell.node.borrow_mut();
+        // SAFETY: the links are new, and `inline` sits beside them in the
+        // same `Rc` allocation, used by nothing else; it is dropped after the
+        // node (field order), and holds nothing that needs a drop.
+        unsafe { n.links.use_inline(&cell.inline) };
+        drop(n);
+        cell
     }
 
     #[inline]
