@@ -4,7 +4,7 @@
 //! thread keeps a few for `Deferred::new`).
 
 use super::node::{report_unseen, NodeRef, Res};
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::rc::Rc;
 
 /// The storage of a node that is done with, reset: a new Deferred can be
@@ -60,8 +60,21 @@ fn drop_old_state(
 /// done with in a loop allocates nothing after the first.
 const POOL: usize = 16;
 
+/// The kept nodes: slots `0..len` hold one each, the others none. Cells,
+/// not a `RefCell<Vec>`: putting a node in and taking one out run no other
+/// code, so there is nothing to borrow, and no capacity to check.
+struct Pool {
+    len: Cell<usize>,
+    slots: [Cell<Option<NodeRef>>; POOL],
+}
+
 thread_local! {
-    static SPARES: RefCell<Vec<NodeRef>> = const { RefCell::new(Vec::new()) };
+    static SPARES: Pool = const {
+        Pool {
+            len: Cell::new(0),
+            slots: [const { Cell::new(None) }; POOL],
+        }
+    };
 }
 
 /// Called where a handle lets go of `node`: if it was the last reference,
@@ -78,19 +91,16 @@ fn keep(node: NodeRef) {
     let Some(Spare(node)) = into_spare(node) else {
         return;
     };
-    // A node the pool has no room for is dropped after the pool's borrow
-    // ends (dropping a node can reach the pool again).
-    let _rejected = SPARES.try_with(|s| {
-        let Ok(mut all) = s.try_borrow_mut() else {
-            return Some(node);
-        };
-        if all.len() >= POOL {
+    // A node the pool has no room for is dropped after this returns
+    // (dropping a node can reach the pool again).
+    let _rejected = SPARES.try_with(|pool| {
+        let i = pool.len.get();
+        if i >= POOL {
             return Some(node);
         }
-        if all.capacity() == 0 {
-            all.reserve_exact(POOL);
-        }
-        all.push(node);
+        pool.len.set(i + 1);
+        // Slots from `len` on hold `None`: nothing to drop.
+        std::mem::forget(pool.slots[i].replace(Some(node)));
         None
     });
 }
@@ -99,7 +109,11 @@ fn keep(node: NodeRef) {
 #[inline]
 pub(crate) fn pooled() -> Option<Spare> {
     SPARES
-        .try_with(|s| s.try_borrow_mut().ok()?.pop().map(Spare))
+        .try_with(|pool| {
+            let i = pool.len.get().checked_sub(1)?;
+            pool.len.set(i);
+            pool.slots[i].take().map(Spare)
+        })
         .ok()
         .flatten()
 }
