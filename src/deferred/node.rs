@@ -28,7 +28,7 @@ pub(crate) use super::cancel::{add_resolver, cancel, drop_resolver};
 use super::errors::AlreadyCalled;
 use super::links::{InlineLinks, Links};
 use super::run::{call, run, run_calls, settle, Next};
-pub(crate) use super::spare::{into_spare, pooled, recycle, Spare};
+pub(crate) use super::spare::{into_spare, pooled, recycle, release_resolver, Spare};
 pub(crate) use super::value::Value;
 use crate::Failure;
 use std::cell::RefCell;

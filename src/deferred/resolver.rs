@@ -65,10 +65,9 @@ impl<T> Clone for Resolver<T> {
 
 impl<T> Drop for Resolver<T> {
     fn drop(&mut self) {
-        node::drop_resolver(&self.node, self.made_at);
         // SAFETY: `node` is taken once, here, and the Resolver is gone after.
         let node = unsafe { ManuallyDrop::take(&mut self.node) };
-        node::recycle(node);
+        node::release_resolver(node, self.made_at);
     }
 }
 

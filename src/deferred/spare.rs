@@ -3,8 +3,9 @@
 //! without an allocation (the Stream's reads keep one per stream, and every
 //! thread keeps a few for `Deferred::new`).
 
-use super::node::{report_unseen, NodeRef, Res};
-use std::cell::Cell;
+use super::node::{drop_resolver, report_unseen, Node, NodeRef, Res};
+use std::cell::{Cell, RefMut};
+use std::panic::Location;
 use std::rc::Rc;
 
 /// The storage of a node that is done with, reset: a new Deferred can be
@@ -13,19 +14,32 @@ pub(crate) struct Spare(pub(super) NodeRef);
 
 /// `node`, reset to a new node's state, if this is the only reference to it
 /// (no handle, clone, timer or other node) and its chain has run to the end
-/// (fired; not running, waiting or paused; nothing queued). Its old state is
-/// dropped here as dropping the node would drop it (an unhandled failure is
-/// reported).
+/// (see [`reset`]).
 pub(crate) fn into_spare(node: NodeRef) -> Option<Spare> {
-    if Rc::strong_count(&node) != 1 || Rc::weak_count(&node) != 0 {
+    if !sole(&node) {
         return None;
     }
-    let mut n = node.try_borrow_mut().ok()?;
+    let n = node.try_borrow_mut().ok()?;
+    reset(n).then_some(Spare(node))
+}
+
+/// Whether `node` is the only reference to its node, strong or weak.
+#[inline(always)]
+fn sole(node: &NodeRef) -> bool {
+    Rc::strong_count(node) == 1 && Rc::weak_count(node) == 0
+}
+
+/// Resets the node `n`, to which nothing else refers, to a new node's state
+/// if its chain has run to the end (fired; not running, waiting or paused;
+/// nothing queued); `false` if it has not. Its old state is dropped here as
+/// dropping the node would drop it (an unhandled failure is reported).
+#[inline(always)]
+fn reset(mut n: RefMut<'_, Node>) -> bool {
     if !n.called || n.running || n.waiting || n.paused > 0 || !n.links.is_empty() {
-        return None;
+        return false;
     }
     // Field by field, what `Node::blank` holds (the links are empty and
-    // rewound, and keep their spill buffer).
+    // rewound, and keep their block).
     n.called = false;
     n.suppress_already_called = false;
     n.resolvers = 0;
@@ -36,10 +50,8 @@ pub(crate) fn into_spare(node: NodeRef) -> Option<Spare> {
         let created_at = n.created_at;
         drop(n);
         drop_old_state(old, quiet, created_at);
-    } else {
-        drop(n);
     }
-    Some(Spare(node))
+    true
 }
 
 /// What dropping the node would have reported and dropped (its result was
@@ -87,10 +99,38 @@ pub(crate) fn recycle(node: NodeRef) {
     }
 }
 
+/// A `Resolver` of `node`, made at `made_at`, lets go of it: what
+/// `drop_resolver` then `recycle` do, under one borrow when the node has
+/// fired and this was the last reference (a chain's usual end).
+#[inline]
+pub(crate) fn release_resolver(node: NodeRef, made_at: &'static Location<'static>) {
+    if sole(&node) {
+        let kept = match node.try_borrow_mut() {
+            Ok(mut n) if n.called => {
+                n.resolvers -= 1;
+                Some(reset(n))
+            }
+            _ => None,
+        };
+        if let Some(kept) = kept {
+            if kept {
+                put(node);
+            }
+            return;
+        }
+    }
+    drop_resolver(&node, made_at);
+    recycle(node);
+}
+
 fn keep(node: NodeRef) {
-    let Some(Spare(node)) = into_spare(node) else {
-        return;
-    };
+    if let Some(Spare(node)) = into_spare(node) {
+        put(node);
+    }
+}
+
+/// Keeps the reset `node`, if the pool has room.
+fn put(node: NodeRef) {
     // A node the pool has no room for is dropped after this returns
     // (dropping a node can reach the pool again).
     let _rejected = SPARES.try_with(|pool| {
