@@ -306,12 +306,13 @@ pub(crate) fn add_call(
     at: &'static Location<'static>,
 ) {
     let mut n = node.borrow_mut();
-    n.quiet = false;
     if !n.called {
-        // A chain being built: queue only.
+        // A chain being built: queue only. (`quiet` is set only on a node
+        // fired at once, see `cancel::last_resolver_dropped`.)
         n.links.push_call(step, at);
         return;
     }
+    n.quiet = false;
     let go = n.runnable();
     if !(go && n.links.is_empty()) {
         n.links.push_call(step, at);
@@ -401,6 +402,7 @@ pub(crate) fn unpause(node: &NodeRef) -> bool {
 }
 
 /// Takes the final result of a fired, idle node with nothing left to run.
+#[inline]
 pub(crate) fn take_result(node: &NodeRef) -> Option<Res> {
     let mut n = node.borrow_mut();
     if n.is_ready() {
