@@ -299,7 +299,7 @@ mod tests {
     }
 
     #[test]
-    fn fifo_across_the_inline_spill_and_growth() {
+    fn fifo_across_block_growth() {
         let mut q = Links::new();
         for k in 0..40 {
             q.push_back(call(k));
