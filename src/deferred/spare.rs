@@ -94,7 +94,7 @@ thread_local! {
 /// it is simply dropped.
 #[inline]
 pub(crate) fn recycle(node: NodeRef) {
-    if Rc::strong_count(&node) == 1 && Rc::weak_count(&node) == 0 {
+    if sole(&node) {
         keep(node);
     }
 }
