@@ -156,8 +156,9 @@ impl Links {
     #[inline(never)]
     fn make_room(&mut self) {
         let queued = (self.len - self.head) as usize;
+        // The first queued slot (none is, if the block was never set).
+        let from = self.base.wrapping_add(self.head as usize);
         if self.head > 0 && self.head >= self.len / 2 {
-            let from = self.slot(self.head);
             // SAFETY: slots `head..len` are initialised and move to
             // `0..queued`, within the block (the ranges may overlap:
             // `copy` allows that); the slots they leave hold nothing.
@@ -165,14 +166,13 @@ impl Links {
         } else {
             let cap = (self.cap as usize * 2).max(FIRST_SPILL);
             let cap32 = u32::try_from(cap).expect("a Deferred with 2^31 links queued");
-            let layout = Layout::array::<Link>(cap).expect("link block size");
+            let layout = block_layout(cap);
             // SAFETY: `layout` has a non-zero size (a `Link` is not
             // zero-sized, `cap` is at least `FIRST_SPILL`).
             let block = unsafe { alloc(layout) }.cast::<Link>();
             if block.is_null() {
                 handle_alloc_error(layout);
             }
-            let from = self.base.wrapping_add(self.head as usize);
             // SAFETY: the queued slots (none if the block was never set)
             // move to the start of the new block, which has room for
             // `cap > queued` slots and does not overlap the old one; the old
@@ -195,10 +195,9 @@ impl Links {
     /// before it is set anew.
     unsafe fn free_block(&mut self) {
         if self.cap as usize > INLINE_LINKS {
-            let layout = Layout::array::<Link>(self.cap as usize).expect("link block size");
             // SAFETY: a block of `cap > INLINE_LINKS` slots was allocated
-            // by `make_room` with this layout.
-            unsafe { dealloc(self.base.cast::<u8>(), layout) };
+            // by `make_room` with `block_layout(cap)`.
+            unsafe { dealloc(self.base.cast::<u8>(), block_layout(self.cap as usize)) };
         }
     }
 
@@ -263,6 +262,12 @@ impl Links {
         }
         out.into_iter()
     }
+}
+
+/// The layout of a heap block of `cap` slots, for its allocation and its
+/// free alike.
+fn block_layout(cap: usize) -> Layout {
+    Layout::array::<Link>(cap).expect("link block size")
 }
 
 impl Drop for Links {
