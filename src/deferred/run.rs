@@ -196,3 +196,58 @@ fn chain_to(
     drop(inner);
     next
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deferred::node::{add_call, fire, pause, take_result, unpause, Value};
+    use std::cell::Cell;
+
+    fn here() -> &'static Location<'static> {
+        Location::caller()
+    }
+
+    /// What `run_calls` reads between callbacks (the pause count, the next
+    /// link) is changed by the callbacks themselves: the first appends to its own
+    /// chain (moving the queue from the node's inline slots to a heap
+    /// block), the second pauses it. The chain stops at the pause, then sees
+    /// every appended link once, in order (Miri runs this).
+    #[test]
+    fn callbacks_that_grow_and_pause_their_own_chain() {
+        let node = Node::new_ref(here());
+        let ran = Rc::new(Cell::new(0u64));
+        let (n2, ran2) = (node.clone(), ran.clone());
+        add_call(
+            &node,
+            move |r: Res| {
+                for k in 0..12u64 {
+                    let ran = ran2.clone();
+                    let step = move |r: Res| {
+                        ran.set(ran.get() + 1);
+                        Outcome::Done(r.map(|v| Value::new(v.take::<u64>() * 2 + k)))
+                    };
+                    add_call(&n2, step, here());
+                }
+                Outcome::Done(r)
+            },
+            here(),
+        );
+        let n3 = node.clone();
+        let pause_own = move |r: Res| {
+            pause(&n3);
+            Outcome::Done(r)
+        };
+        add_call(&node, pause_own, here());
+        fire(&node, Ok(Value::new(1u64)), here()).ok().unwrap();
+        assert_eq!(ran.get(), 0, "links behind a pause ran");
+        assert!(node.borrow().is_paused() && !node.borrow().running);
+        assert!(take_result(&node).is_none());
+        assert!(unpause(&node));
+        assert_eq!(ran.get(), 12);
+        let want = (0..12u64).fold(1, |x, k| x * 2 + k);
+        assert_eq!(
+            take_result(&node).unwrap().ok().unwrap().take::<u64>(),
+            want
+        );
+    }
+}
