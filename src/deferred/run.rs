@@ -208,10 +208,10 @@ mod tests {
     }
 
     /// What `run_calls` reads between callbacks (the pause count, the next
-    /// link) is changed by the callbacks themselves: the first appends to its own
-    /// chain (moving the queue from the node's inline slots to a heap
+    /// link) is changed by the callbacks themselves: the first appends to its
+    /// own chain (moving the queue from the node's inline slots to a heap
     /// block), the second pauses it. The chain stops at the pause, then sees
-    /// every appended link once, in order (Miri runs this).
+    /// every appended link once, in order.
     #[test]
     fn callbacks_that_grow_and_pause_their_own_chain() {
         let node = Node::new_ref(here());
