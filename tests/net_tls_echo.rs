@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
-use util::net::{assert_lifecycle, Ev, Rec};
+use util::net::{assert_lifecycle, Ev, Rec, Shared};
 use util::run_until;
 
 const T: Duration = Duration::from_secs(20);
@@ -52,7 +52,8 @@ impl Protocol for SendThenClose {
     }
 }
 
-fn echo_round_trip(addr: SocketAddr, msg: Vec<u8>) {
+/// Echoes `msg` over TLS and checks both ends; returns what the client saw.
+fn echo_round_trip(addr: SocketAddr, msg: Vec<u8>) -> Shared {
     let pki = tls::localhost();
     let ev = EventLoop::new().unwrap();
     let servers = Rc::new(RefCell::new(Vec::new()));
@@ -97,6 +98,7 @@ fn echo_round_trip(addr: SocketAddr, msg: Vec<u8>) {
     assert_eq!(client.borrow().events.last(), Some(&Ev::Lost(None)));
     assert!(server.borrow().events.contains(&Ev::Eof));
     assert_eq!(server.borrow().events.last(), Some(&Ev::Lost(None)));
+    client
 }
 
 #[test]
@@ -107,7 +109,18 @@ fn echo_of_one_byte_then_close_notify_on_both_sides() {
 #[test]
 fn echo_of_four_mib_with_flow_control_engaged() {
     let msg: Vec<u8> = (0..4 << 20).map(|i| (i % 251) as u8).collect();
-    echo_round_trip(local(), msg);
+    let client = echo_round_trip(local(), msg);
+    // 4 MiB written at once is far over the write buffer's high-water mark.
+    let ev = &client.borrow().events;
+    let paused = ev.iter().position(|e| *e == Ev::PauseWriting);
+    let resumed = ev.iter().position(|e| *e == Ev::ResumeWriting);
+    assert!(
+        matches!((paused, resumed), (Some(p), Some(r)) if p < r),
+        "paused, then resumed: {:?}",
+        ev.iter()
+            .filter(|e| !matches!(e, Ev::Data(_)))
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]
