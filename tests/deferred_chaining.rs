@@ -2,7 +2,9 @@
 //! results, pause interplay, returning its own Deferred, and `chain_deferred`
 //! (Twisted rules R13–R22).
 
-use deferloop::deferred::{fail, succeed, AlreadyCalled, ChainedToSelf, Deferred};
+use deferloop::deferred::{
+    fail, set_unhandled_failure_hook, succeed, AlreadyCalled, ChainedToSelf, Deferred,
+};
 use deferloop::Failure;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -278,6 +280,17 @@ fn firing_the_target_directly_does_not_touch_the_source() {
     br.callback(5).unwrap();
     assert_eq!(b.result().unwrap().unwrap(), 5);
     assert!(!ar.is_called());
+    // The source fires later: its forward is refused, and it is left with
+    // an `AlreadyCalled` failure, reported when it is dropped.
+    let refused = Rc::new(RefCell::new(Vec::new()));
+    let r = refused.clone();
+    let previous = set_unhandled_failure_hook(Some(Box::new(move |u| {
+        r.borrow_mut().push(u.failure.check::<AlreadyCalled>());
+    })));
+    ar.callback(1).unwrap();
+    drop(ar);
+    set_unhandled_failure_hook(previous);
+    assert_eq!(*refused.borrow(), [true]);
 }
 
 /// Chaining through several levels where the inner has extra callbacks queued

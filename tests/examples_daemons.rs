@@ -81,18 +81,28 @@ fn start(name: &str, args: &[&str]) -> (Guard, mpsc::Receiver<String>) {
         .env("DEFERLOOP_EXAMPLE", name)
         .env("DEFERLOOP_ARGS", args.join("\x1f"))
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = child.stdout.take().unwrap();
+    // Both streams' lines, in the order they arrive; stderr is also passed
+    // on, so a failing test still shows what the example said.
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
+    let out: Box<dyn Read + Send> = Box::new(child.stdout.take().unwrap());
+    let err: Box<dyn Read + Send> = Box::new(child.stderr.take().unwrap());
+    for (stream, echo) in [(out, false), (err, true)] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                if echo {
+                    eprintln!("{line}");
+                }
+                if tx.send(line).is_err() {
+                    break;
+                }
             }
-        }
-    });
+        });
+    }
     (Guard(child), rx)
 }
 
@@ -135,12 +145,29 @@ fn alive(pid: u32) -> bool {
 #[test]
 fn supervisor_restarts_with_back_off_and_stops_cleanly_on_sigterm() {
     let (mut sup, rx) = start("supervisor", &["sh", "-c", "echo up; sleep 0.2; exit 1"]);
-    let started = |l: &str| {
-        l.strip_prefix("started ")
-            .map(|p| p.parse::<u32>().unwrap())
-    };
-    let mut pids = vec![next_line(&rx, started), next_line(&rx, started)];
-    pids.push(next_line(&rx, started)); // restarted twice: 100 ms, then 200 ms
+    // Started three times: the restart delays it announces, and when.
+    let (mut starts, mut delays) = (Vec::new(), Vec::new());
+    while starts.len() < 3 {
+        next_line(&rx, |l| {
+            if let Some(pid) = l.strip_prefix("started ") {
+                starts.push((Instant::now(), pid.parse::<u32>().unwrap()));
+            } else if let Some(d) = l.split("; restarting in ").nth(1) {
+                delays.push(d.to_string());
+            } else {
+                return None;
+            }
+            Some(())
+        });
+    }
+    assert_eq!(delays, ["100ms", "200ms"], "the back-off doubles");
+    // Each child runs 0.2 s, then the delay passes: never sooner (less
+    // 100 ms for a late read of the earlier line).
+    let gaps: Vec<Duration> = starts.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    assert!(
+        gaps[0] >= Duration::from_millis(200) && gaps[1] >= Duration::from_millis(300),
+        "{gaps:?}"
+    );
+    let pids: Vec<u32> = starts.iter().map(|s| s.1).collect();
     term(&sup);
     let status = wait_exit(&mut sup, Duration::from_secs(10));
     assert!(status.success(), "{status}");

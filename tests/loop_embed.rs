@@ -159,8 +159,10 @@ fn the_turn_waits_no_longer_than_asked() {
     let t0 = Instant::now();
     ev.run_once_timeout(Duration::from_millis(40)).unwrap();
     let took = t0.elapsed();
+    // Late by at most what a busy test machine delays a thread.
+    let slack = Duration::from_millis(460);
     assert!(took >= Duration::from_millis(39), "waited {took:?}");
-    assert!(took < Duration::from_secs(2));
+    assert!(took < Duration::from_millis(40) + slack, "waited {took:?}");
     // A timer sooner than the cap ends the wait, and runs.
     let ran = Rc::new(Cell::new(false));
     let r = ran.clone();
@@ -170,7 +172,8 @@ fn the_turn_waits_no_longer_than_asked() {
     while !ran.get() {
         ev.run_once_timeout(Duration::from_secs(5)).unwrap();
     }
-    assert!(t0.elapsed() < Duration::from_secs(2));
+    let took = t0.elapsed();
+    assert!(took < Duration::from_millis(20) + slack, "waited {took:?}");
 }
 
 #[test]

@@ -181,8 +181,14 @@ fn length_prefixed_messages_then_an_oversize_prefix_closes_with_the_error() {
 #[test]
 fn a_message_too_long_for_its_prefix_is_refused_before_writing() {
     let ev = EventLoop::new().unwrap();
+    let servers = Rc::new(RefCell::new(Vec::new()));
+    let s2 = servers.clone();
     let l = ev
-        .listen_tcp("127.0.0.1:0".parse().unwrap(), || util::net::Rec::new().0)
+        .listen_tcp("127.0.0.1:0".parse().unwrap(), move || {
+            let (r, seen) = util::net::Rec::new();
+            s2.borrow_mut().push(seen);
+            r
+        })
         .unwrap();
     let (rec, _seen) = util::net::Rec::new();
     let t = ev
@@ -191,7 +197,19 @@ fn a_message_too_long_for_its_prefix_is_refused_before_writing() {
                 .connected(),
         )
         .unwrap();
-    let big = vec![0; 70_000];
+    let big = vec![7; 70_000];
     assert!(LengthPrefixed::<Replier>::send(&t, Prefix::U16, &big).is_err());
     assert!(LengthPrefixed::<Replier>::send(&t, Prefix::U32, &big).is_ok());
+    t.close();
+    run_until(&ev, Duration::from_secs(20), || {
+        servers
+            .borrow()
+            .first()
+            .is_some_and(|s| matches!(s.borrow().events.last(), Some(util::net::Ev::Lost(_))))
+    });
+    // The peer got the second message only: nothing of the refused one.
+    let got = servers.borrow()[0].borrow().bytes.clone();
+    assert_eq!(got.len(), 4 + 70_000);
+    assert_eq!(got[..4], 70_000u32.to_be_bytes());
+    assert!(got[4..].iter().all(|&b| b == 7));
 }

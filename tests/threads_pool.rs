@@ -1,6 +1,6 @@
 //! `defer_to_thread`: blocking work on the pool, results fired on the loop thread.
 
-use deferloop::deferred::Cancelled;
+use deferloop::deferred::{set_unhandled_failure_hook, Cancelled};
 use deferloop::{gather_results, Error, EventLoop, Panicked};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -77,10 +77,20 @@ fn cancelling_a_queued_job_removes_it() -> Result<(), Error> {
 #[test]
 fn cancelling_a_running_job_drops_its_late_result() -> Result<(), Error> {
     let ev = EventLoop::new()?;
+    // "Quietly": neither the loop's exception handler nor the unhandled
+    // failure hook hears of the late result.
+    let reports = std::rc::Rc::new(std::cell::Cell::new(0));
+    let r = reports.clone();
+    ev.set_exception_handler(move |_, _| r.set(r.get() + 1));
+    let r = reports.clone();
+    let previous = set_unhandled_failure_hook(Some(Box::new(move |_| r.set(r.get() + 1))));
     let (started_tx, started_rx) = mpsc::channel::<()>();
+    let finished = Arc::new(AtomicBool::new(false));
+    let f = finished.clone();
     let d = ev.defer_to_thread(move || {
         started_tx.send(()).unwrap();
         thread::sleep(Duration::from_millis(50));
+        f.store(true, Ordering::SeqCst);
         5u8
     });
     started_rx.recv().unwrap();
@@ -89,6 +99,9 @@ fn cancelling_a_running_job_drops_its_late_result() -> Result<(), Error> {
     // The result arrives later and is ignored; the loop keeps working.
     ev.call_later(Duration::from_millis(100), |lp| lp.stop())?;
     ev.run()?;
+    set_unhandled_failure_hook(previous);
+    assert!(finished.load(Ordering::SeqCst), "the job ran to its end");
+    assert_eq!(reports.get(), 0, "the late result was reported");
     Ok(())
 }
 
