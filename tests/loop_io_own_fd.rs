@@ -25,6 +25,8 @@ struct Counts {
     writer: Cell<u32>,
     /// What the in-callback call returned, the first time.
     returned: RefCell<Option<bool>>,
+    /// What an in-callback `add_*` returned (checked after the turns).
+    added: RefCell<Option<Result<(), Error>>>,
 }
 
 fn count_reader(c: &Rc<Counts>) -> impl FnMut(&Loop) + 'static {
@@ -74,8 +76,17 @@ fn run_case(from_reader: bool, other_installed: bool, op: Op) -> Result<Rc<Count
             let r = match op {
                 Op::RemoveReader => Some(lp.remove_reader(fd)),
                 Op::RemoveWriter => Some(lp.remove_writer(fd)),
-                Op::AddReader => lp.add_reader(fd, count_reader(&c2)).map(|_| None).unwrap(),
-                Op::AddWriter => lp.add_writer(fd, count_writer(&c2)).map(|_| None).unwrap(),
+                // Recorded, not unwrapped, here: the loop contains its panics.
+                Op::AddReader => {
+                    let added = lp.add_reader(fd, count_reader(&c2)).map(|_| ());
+                    *c2.added.borrow_mut() = Some(added);
+                    None
+                }
+                Op::AddWriter => {
+                    let added = lp.add_writer(fd, count_writer(&c2)).map(|_| ());
+                    *c2.added.borrow_mut() = Some(added);
+                    None
+                }
             };
             *c2.returned.borrow_mut() = r;
         }
@@ -92,6 +103,10 @@ fn run_case(from_reader: bool, other_installed: bool, op: Op) -> Result<Rc<Count
         }
     }
     turns(&ev, 3)?;
+    if matches!(op, Op::AddReader | Op::AddWriter) {
+        let added = c.added.borrow_mut().take();
+        added.expect("the callback ran").unwrap();
+    }
     Ok(c)
 }
 

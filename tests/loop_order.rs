@@ -2,7 +2,7 @@
 //! stop and close.
 
 use deferloop::{Error, EventLoop, HandleState, Loop};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -104,16 +104,22 @@ fn a_due_timer_cancelled_earlier_in_its_turn_does_not_run() -> Result<(), Error>
     let now = Instant::now();
     let slot: Rc<RefCell<Option<deferloop::Handle>>> = Rc::new(RefCell::new(None));
     let (l2, s2) = (l.clone(), slot.clone());
+    // Recorded, not asserted, in the callback: the loop contains its panics.
+    let seen = Rc::new(Cell::new(None));
+    let seen2 = seen.clone();
     // Both are due in the same step 5; the earlier deadline runs first.
     ev.call_at(now - Duration::from_millis(1), move |_| {
         l2.borrow_mut().push("response");
         let t = s2.borrow();
         let t = t.as_ref().unwrap();
-        assert_eq!(t.state(), HandleState::Pending, "due but not yet run");
-        assert!(t.cancel());
+        let state = t.state();
+        seen2.set(Some((state, t.cancel())));
     })?;
     *slot.borrow_mut() = Some(ev.call_at(now, push(&l, "timeout"))?);
     ev.run_once()?;
+    let (state, cancelled) = seen.get().expect("the response ran");
+    assert_eq!(state, HandleState::Pending, "due but not yet run");
+    assert!(cancelled);
     assert_eq!(*l.borrow(), ["response"]);
     assert_eq!(
         slot.borrow().as_ref().unwrap().state(),
@@ -291,12 +297,17 @@ fn dropping_the_event_loop_inside_run_closes_it_afterwards() -> Result<(), Error
     let lp = ev.handle();
     let slot = Rc::new(RefCell::new(Some(ev)));
     let s = slot.clone();
+    // Recorded, not asserted, in the callback: the loop contains its panics.
+    let closed = Rc::new(Cell::new(None));
+    let c = closed.clone();
     lp.call_soon(move |lp| {
         drop(s.borrow_mut().take());
-        assert!(!lp.is_closed(), "not while running");
+        c.set(Some(lp.is_closed()));
         lp.stop();
     })?;
     lp.run()?;
+    let closed = closed.get().expect("the callback ran");
+    assert!(!closed, "not while running");
     assert!(lp.is_closed());
     Ok(())
 }

@@ -167,11 +167,15 @@ fn a_framer_runs_over_tls_unchanged() {
     assert_eq!(client.borrow().bytes, b"5\r\n10\r\n");
 }
 
-/// Records the ALPN protocol agreed when the connection is made.
-struct Alpn(Rc<RefCell<Option<Option<Vec<u8>>>>>);
+/// Records the ALPN protocol agreed when the connection is made, and whether
+/// the handshake was done by then (checked by the test, not here: the loop
+/// contains a protocol's panics).
+struct Alpn(Rc<RefCell<Option<Option<Vec<u8>>>>>, Rc<RefCell<Vec<bool>>>);
 impl Protocol for Alpn {
     fn connection_made(&mut self, t: &Transport) {
-        assert!(t.is_tls() && t.is_tls_handshake_done());
+        self.1
+            .borrow_mut()
+            .push(t.is_tls() && t.is_tls_handshake_done());
         *self.0.borrow_mut() = Some(t.tls_alpn_protocol());
     }
     fn data_received(&mut self, _: &Transport, _: &[u8]) {}
@@ -182,10 +186,11 @@ fn alpn_is_agreed_before_connection_made_on_both_sides() {
     let pki = tls::localhost();
     let ev = EventLoop::new().unwrap();
     let seen_server = Rc::new(RefCell::new(None));
-    let s2 = seen_server.clone();
+    let done = Rc::new(RefCell::new(Vec::new()));
+    let (s2, d2) = (seen_server.clone(), done.clone());
     let server = tls::server(&pki).with_alpn(&[b"h2", b"echo/1"]);
     let l = ev
-        .listen_tls(local(), &server, move || Alpn(s2.clone()))
+        .listen_tls(local(), &server, move || Alpn(s2.clone(), d2.clone()))
         .unwrap();
     let seen_client = Rc::new(RefCell::new(None));
     let client = tls::client(&pki).with_alpn(&[b"echo/1", b"http/1.1"]);
@@ -193,10 +198,14 @@ fn alpn_is_agreed_before_connection_made_on_both_sides() {
         l.local_addr().as_inet().unwrap(),
         "localhost",
         &client,
-        Alpn(seen_client.clone()),
+        Alpn(seen_client.clone(), done.clone()),
     );
     let t = ev.run_until(c.connected()).unwrap();
     run_until(&ev, T, || seen_server.borrow().is_some());
+    assert_eq!(done.borrow().len(), 2, "connection_made ran on both sides");
+    for &d in done.borrow().iter() {
+        assert!(d);
+    }
     assert_eq!(*seen_client.borrow(), Some(Some(b"echo/1".to_vec())));
     assert_eq!(*seen_server.borrow(), Some(Some(b"echo/1".to_vec())));
     assert!(t.tls_protocol_version().is_some());

@@ -34,6 +34,23 @@ struct Server {
     config: ServerConfig,
     buf: Vec<u8>,
     upgraded: bool,
+    upgrade: Upgrade,
+}
+
+/// What the server saw at the STARTTLS line (checked by the test, not in the
+/// protocol: the loop contains its panics): the line, what `start_tls`
+/// returned, and whether the transport was then TLS with the handshake not done.
+type Upgrade = Rc<RefCell<Option<(Vec<u8>, Result<(), deferloop::Error>, bool)>>>;
+
+/// Asserts what the server saw at the STARTTLS line.
+fn assert_upgrade(upgrade: &Upgrade) {
+    let (line, started, state) = upgrade
+        .borrow_mut()
+        .take()
+        .expect("the STARTTLS line arrived");
+    assert_eq!(&line[..], b"STARTTLS");
+    started.unwrap();
+    assert!(state);
 }
 
 impl Protocol for Server {
@@ -45,14 +62,14 @@ impl Protocol for Server {
         let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") else {
             return;
         };
-        assert_eq!(&self.buf[..end], b"STARTTLS");
+        let line = self.buf[..end].to_vec();
         t.write(b"GO");
         t.write(b"\r\n"); // the same turn: still buffered at the upgrade
         let rest = self.buf.split_off(end + 2);
-        t.start_tls(StartTls::server(&self.config).with_received(&rest))
-            .unwrap();
-        self.upgraded = true;
-        assert!(t.is_tls() && !t.is_tls_handshake_done());
+        let started = t.start_tls(StartTls::server(&self.config).with_received(&rest));
+        self.upgraded = started.is_ok();
+        let state = t.is_tls() && !t.is_tls_handshake_done();
+        *self.upgrade.borrow_mut() = Some((line, started, state));
     }
     fn eof_received(&mut self, t: &Transport) -> bool {
         self.rec.eof_received(t)
@@ -62,7 +79,7 @@ impl Protocol for Server {
     }
 }
 
-fn server(config: ServerConfig) -> (Server, util::net::Shared) {
+fn server(config: ServerConfig, upgrade: &Upgrade) -> (Server, util::net::Shared) {
     let (mut rec, seen) = Rec::new();
     rec.echo = true;
     let s = Server {
@@ -70,6 +87,7 @@ fn server(config: ServerConfig) -> (Server, util::net::Shared) {
         config,
         buf: Vec::new(),
         upgraded: false,
+        upgrade: upgrade.clone(),
     };
     (s, seen)
 }
@@ -111,10 +129,12 @@ fn start_tls_mid_stream_sends_what_was_buffered_in_the_clear_first() {
     let ev = EventLoop::new().unwrap();
     let seen_server = Rc::new(RefCell::new(None));
     let s2 = seen_server.clone();
+    let upgrade: Upgrade = Rc::default();
+    let u2 = upgrade.clone();
     let config = tls::server(&pki);
     let l = ev
         .listen_tcp(local(), move || {
-            let (s, seen) = server(config.clone());
+            let (s, seen) = server(config.clone(), &u2);
             *s2.borrow_mut() = Some(seen);
             s
         })
@@ -134,6 +154,7 @@ fn start_tls_mid_stream_sends_what_was_buffered_in_the_clear_first() {
                 .as_ref()
                 .is_some_and(|s| matches!(s.borrow().events.last(), Some(Ev::Lost(_))))
     });
+    assert_upgrade(&upgrade);
     assert_eq!(seen_client.borrow().bytes, b"secret");
     assert_eq!(seen_client.borrow().events.last(), Some(&Ev::Lost(None)));
     let server_seen = seen_server.borrow().clone().unwrap();
@@ -153,7 +174,8 @@ fn turn(ev: &EventLoop) {
 fn handshake_bytes_that_came_with_the_starttls_line_are_handed_back() {
     let pki = tls::localhost();
     let ev = EventLoop::new().unwrap();
-    let (s, seen) = server(tls::server(&pki));
+    let upgrade: Upgrade = Rc::default();
+    let (s, seen) = server(tls::server(&pki), &upgrade);
     let (_t, peer) = memory::open(&ev, s).unwrap();
     // A client that pipelines: its ClientHello right behind the line.
     let mut roots = rustls::RootCertStore::empty();
@@ -205,6 +227,7 @@ fn handshake_bytes_that_came_with_the_starttls_line_are_handed_back() {
             break;
         }
     }
+    assert_upgrade(&upgrade);
     assert_eq!(clear, b"GO\r\n");
     assert_eq!(echoed, b"secret");
     assert_eq!(seen.borrow().bytes, b"secret");
