@@ -4,6 +4,7 @@
 // need time take a clock. Tests: below, tests/deferred_*.rs,
 // tests/clock_helpers_accept_event_loop.rs.
 
+use crate::reactor::later;
 use crate::reactor::timers::{Cancelled, TimerId, TimerWheel};
 use crate::{Error, EventLoop, Loop};
 use std::cell::RefCell;
@@ -170,11 +171,12 @@ impl ManualClock {
         i.now - i.start
     }
 
-    /// Moves time forward by `by` and runs every call that is due by then.
+    /// Moves time forward by `by` and runs every call that is due by then
+    /// (`Duration::MAX` runs everything pending).
     pub fn advance(&self, by: Duration) {
         let now = {
             let mut i = self.inner.borrow_mut();
-            i.now += by;
+            i.now = later(i.now, by);
             i.now
         };
         loop {
@@ -228,7 +230,7 @@ impl Clock for ManualClock {
         f: F,
     ) -> Result<ManualTimer, Error> {
         let mut i = self.inner.borrow_mut();
-        let deadline = i.now + delay;
+        let deadline = later(i.now, delay);
         let id = i.heap.insert(deadline, Box::new(f));
         Ok(ManualTimer {
             clock: Rc::downgrade(&self.inner),

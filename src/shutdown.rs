@@ -18,7 +18,7 @@
 //! exception handler and does not stop the sequence.
 
 use crate::net::Listener;
-use crate::reactor::WeakLoop;
+use crate::reactor::{later, WeakLoop};
 use crate::{
     succeed, Deferred, DeferredList, Error, ExceptionContext, Failure, Loop, Resolver, Signal,
     SignalHandler,
@@ -134,8 +134,9 @@ impl Shutdown {
         self.inner.triggers.borrow_mut()[phase.index()].push(Box::new(f));
     }
 
-    /// Sets how long `phase` may take. For [`Phase::During`] it is also how
-    /// long connections get to finish before they are aborted.
+    /// Sets how long `phase` may take (`Duration::MAX`: no limit). For
+    /// [`Phase::During`] it is also how long connections get to finish before
+    /// they are aborted.
     pub fn set_deadline(&self, phase: Phase, deadline: Duration) {
         let mut d = self.inner.deadlines.get();
         d[phase.index()] = deadline;
@@ -298,7 +299,7 @@ fn run_phase(inner: &Rc<Inner>, i: usize) {
         }
     }
     // A little past the deadline: listeners abort their connections at it.
-    let slack = deadline + Duration::from_millis(100);
+    let slack = deadline.saturating_add(Duration::from_millis(100));
     let weak = Rc::downgrade(inner);
     let lp2 = lp.clone();
     let d = DeferredList::new(waits)
@@ -369,7 +370,7 @@ fn wait_for_pool(lp: &Loop, deadline: Duration) -> Deferred<()> {
     if lp.set_max_threads(n).is_err() {
         return succeed(());
     }
-    let until = Instant::now() + deadline;
+    let until = later(Instant::now(), deadline);
     let gate = Arc::new((Mutex::new(0usize), Condvar::new()));
     let jobs = (0..n)
         .map(|_| {

@@ -4,7 +4,7 @@
 
 use super::{Factory, Hook, Peers, Spec, Spread};
 use crate::net::{Listener, SockAddr, Transport};
-use crate::reactor::ExceptionContext;
+use crate::reactor::{later, ExceptionContext};
 use crate::{Error, Failure, Loop};
 use std::cell::RefCell;
 use std::io;
@@ -185,7 +185,7 @@ pub(super) fn drain(lp: &Loop) {
     if let Some(hook) = hook {
         hook(lp);
     }
-    let deadline = Instant::now() + grace;
+    let deadline = later(Instant::now(), grace);
     wait_closed(lp, conns, deadline);
 }
 

@@ -323,7 +323,7 @@ impl CoresBuilder {
     }
 
     /// How long a drain waits for connections to close before aborting them
-    /// (default [`DEFAULT_GRACE`]).
+    /// (default [`DEFAULT_GRACE`]; `Duration::MAX` never aborts them).
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self

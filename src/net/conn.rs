@@ -19,7 +19,7 @@ use super::core::{self, Phase};
 use super::io::StreamIo;
 use super::{Connection, Protocol, SockAddr, Transport};
 use crate::deferred::LoopClosed;
-use crate::reactor::{Ready, Source, SourceKey, WeakLoop};
+use crate::reactor::{later, Ready, Source, SourceKey, WeakLoop};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
@@ -279,7 +279,7 @@ impl Conn {
             h.cancel();
         }
         if let Some(d) = d {
-            self.arm_idle(lp, lp.time() + d);
+            self.arm_idle(lp, later(lp.time(), d));
         }
     }
 
@@ -335,7 +335,7 @@ impl Conn {
             let mut st = conn.st.borrow_mut();
             st.idle_timer = None;
             let Some(d) = st.idle_timeout else { return };
-            let deadline = st.last_read + d;
+            let deadline = later(st.last_read, d);
             if lp.time() < deadline {
                 drop(st);
                 return conn.arm_idle(lp, deadline);

@@ -342,9 +342,9 @@ impl Transport {
 
     /// Aborts the connection with a `TimedOut` error once `timeout` passes
     /// without data from the peer (Twisted's `TimeoutMixin`); `None` turns
-    /// it off (the default). Each read pushes the deadline back; the timer
-    /// re-arms itself lazily, so a busy connection costs one clock read per
-    /// read, not a timer operation.
+    /// it off (the default), as does `Duration::MAX`. Each read pushes the
+    /// deadline back; the timer re-arms itself lazily, so a busy connection
+    /// costs one clock read per read, not a timer operation.
     pub fn set_idle_timeout(&self, timeout: Option<Duration>) {
         if let Some((conn, lp)) = self.live() {
             conn.set_idle_timeout(&lp, timeout);

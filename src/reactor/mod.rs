@@ -42,6 +42,7 @@ pub use exceptions::{default_exception_handler, ExceptionContext};
 pub use handle::{Handle, HandleState};
 pub use remote::Remote;
 pub(crate) use source::{PostAction, Ready, Source, SourceKey};
+pub(crate) use timers::later;
 
 /// Step 2 never sleeps longer than this ("avoid OS limitations", as asyncio).
 pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
@@ -282,7 +283,8 @@ impl Loop {
     }
 
     /// Runs `f` once `delay` has passed: at the first turn whose time is at or
-    /// after `time() + delay`. A zero delay means the next turn, after its I/O callbacks.
+    /// after `time() + delay`. A zero delay means the next turn, after its I/O callbacks;
+    /// one too long to represent (`Duration::MAX`) never comes (no panic).
     ///
     /// # Guarantees
     /// - `f` never runs before its deadline: inside it, `time() >= deadline`.
@@ -316,7 +318,7 @@ impl Loop {
         delay: Duration,
         f: impl FnOnce(&Loop) + 'static,
     ) -> Result<Handle, Error> {
-        let when = self.time().checked_add(delay).unwrap_or_else(far_future);
+        let when = timers::later(self.time(), delay);
         self.call_at(when, f)
     }
 
@@ -493,10 +495,6 @@ impl Clock for Loop {
     fn call_later<F: FnOnce() + 'static>(&self, delay: Duration, f: F) -> Result<Handle, Error> {
         Loop::call_later(self, delay, move |_| f())
     }
-}
-
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
 
 impl Inner {

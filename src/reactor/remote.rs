@@ -234,6 +234,7 @@ impl Remote {
     /// `run_coroutine_threadsafe(...).result(timeout)`).
     ///
     /// Must not be called from the loop's own thread (it would wait for itself).
+    /// A `timeout` of `Duration::MAX` waits without limit.
     ///
     /// # Errors
     /// [`Error::Failed`] with the rendered failure if the Deferred failed;
@@ -280,7 +281,7 @@ impl Remote {
             q.calls += 1;
         }
         self.shared.wake();
-        let deadline = Instant::now() + timeout;
+        let deadline = super::timers::later(Instant::now(), timeout);
         let mut v = slot.value.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(r) = v.take() {

@@ -31,7 +31,8 @@ pub const DEFAULT_MAX_LINE: usize = 16 * 1024;
 
 impl LineDecoder {
     /// A decoder for lines ending with `delimiter`, at most `max_line` bytes
-    /// long (without the delimiter).
+    /// long (without the delimiter; `usize::MAX` for no limit, which holds a
+    /// peer's line however long it grows).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an empty delimiter.
@@ -118,7 +119,7 @@ impl LineDecoder {
     fn keep_partial(&mut self, rest: &[u8]) -> Result<(), FrameError> {
         let total = self.partial.len() + rest.len();
         // Up to k-1 trailing bytes may be the start of the delimiter.
-        if total > self.max_line + self.delimiter.len() - 1 {
+        if total > self.max_line.saturating_add(self.delimiter.len() - 1) {
             return Err(self.too_long(total));
         }
         self.partial.extend_from_slice(rest);

@@ -32,6 +32,19 @@ use near::Near;
 use std::time::{Duration, Instant};
 use wheel::{Wheel, TICK_SHIFT};
 
+/// How far [`later`] puts a deadline too far to represent: never, in practice.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `t + d`, for any `d`: a delay too long for an `Instant` (`Duration::MAX` is
+/// the usual way to say "no limit") gives a deadline about 100 years out, not
+/// a panic. Every deadline the crate computes from a caller's delay goes
+/// through here.
+pub(crate) fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .or_else(|| t.checked_add(FOREVER))
+        .unwrap_or(t)
+}
+
 /// No node: the end of a list, or an empty free list.
 const NONE: u32 = u32::MAX;
 /// How long before its creation a wheel's origin (ns 0) lies: deadlines
