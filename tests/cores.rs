@@ -123,6 +123,26 @@ fn loops_call_each_other_and_setup_runs_first_on_loop_zero() {
 }
 
 #[test]
+fn a_call_to_a_loop_the_pool_does_not_have_is_an_error() {
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let cores = Cores::builder()
+        .loops(2)
+        .start(move |_, peers: &Peers| {
+            let past_end = peers.call(peers.len(), |_| {});
+            let r = matches!(past_end, Err(Error::InvalidInput(_)));
+            tx.lock().unwrap().send(r).unwrap();
+            Ok(())
+        })
+        .unwrap();
+    for _ in 0..2 {
+        assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    }
+    cores.shutdown();
+    cores.wait().unwrap();
+}
+
+#[test]
 fn a_failed_setup_stops_every_loop_and_start_says_why() {
     let t0 = Instant::now();
     let r = Cores::builder()

@@ -188,7 +188,11 @@ impl Peers {
         self.remotes.is_empty()
     }
 
-    /// Loop `i`'s remote handle. Panics if `i >= len()`.
+    /// Loop `i`'s remote handle.
+    ///
+    /// # Panics
+    /// If `i >= len()`, as indexing does; [`call`](Self::call) returns an
+    /// error instead.
     pub fn remote(&self, i: usize) -> &Remote {
         &self.remotes[i]
     }
@@ -207,10 +211,13 @@ impl Peers {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Closed`] if loop `i` has ended.
+    /// [`Error::Closed`] if loop `i` has ended; [`Error::InvalidInput`] if
+    /// there is no loop `i` (`i >= len()`).
     #[track_caller]
     pub fn call(&self, i: usize, f: impl FnOnce(&Loop) + Send + 'static) -> Result<(), Error> {
-        self.remotes[i].call_soon_threadsafe(f)
+        let r = self.remotes.get(i);
+        r.ok_or(Error::InvalidInput("no such loop in the pool"))?
+            .call_soon_threadsafe(f)
     }
 
     /// Asks every loop to drain and stop (as [`Cores::shutdown`]).
