@@ -82,6 +82,24 @@ fn aborting_a_connect_in_progress_abandons_it() {
     assert!(seen.borrow().events.is_empty());
 }
 
+/// The abort may come from inside `ProtocolRef::with`, while the protocol is
+/// lent out: the connect is abandoned all the same, and the protocol is
+/// dropped once nothing holds the connection.
+#[test]
+fn aborting_a_connect_from_inside_protocol_ref_with_abandons_it() {
+    let ev = EventLoop::new().unwrap();
+    let l = ev.listen_tcp(local(), || Rec::new().0).unwrap();
+    let (rec, seen) = Rec::new();
+    let conn = ev.connect_tcp(l.local_addr().as_inet().unwrap(), rec);
+    let t = conn.transport().clone();
+    let proto = conn.protocol().clone();
+    proto.with(|_| t.abort()).unwrap();
+    assert!(ev.run_until(conn.connected()).is_err());
+    assert!(seen.borrow().events.is_empty(), "no protocol method ran");
+    drop(t);
+    assert!(matches!(proto.with(|_| ()), Err(Error::Gone)));
+}
+
 /// Counts its data; `in_use` records what reaching itself through its own
 /// `ProtocolRef` returned from inside one of its methods.
 #[derive(Default)]

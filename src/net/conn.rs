@@ -350,7 +350,9 @@ impl Conn {
     }
 
     /// Removes a stream that never became a connection (refused, cancelled):
-    /// no protocol method is called. Returns what to drop.
+    /// no protocol method is called. Returns what to drop. A protocol lent
+    /// out just now (the abort came from inside `ProtocolRef::with`) stays
+    /// in its slot and goes with the connection.
     pub(crate) fn discard(&self, lp: &Loop) -> Garbage {
         {
             let mut st = self.st.borrow_mut();
@@ -358,7 +360,7 @@ impl Conn {
             self.close_now(lp, &mut st, None);
             st.connect = None;
         }
-        let proto = self.proto.borrow_mut().take();
+        let proto = self.proto.try_borrow_mut().ok().and_then(|mut p| p.take());
         (proto, lp.remove_source(self.key))
     }
 
