@@ -2,7 +2,7 @@
 //! stopped when the consumer's connection goes.
 
 use deferloop::net::{Producer, Stream};
-use deferloop::{EventLoop, Failure};
+use deferloop::{Abandoned, EventLoop, Failure};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -110,4 +110,43 @@ fn a_producer_registered_on_a_closed_stream_is_stopped_at_once() {
     let seen = log.0.clone();
     s.register_producer(log);
     assert_eq!(*seen.borrow(), ["stop false"]);
+}
+
+/// Detaching (or replacing) a `produce` drops its Resolver, which fails its
+/// Deferred with `Abandoned` then and there; the callbacks that run may use
+/// the stream, which is not borrowed at that moment.
+#[test]
+fn callbacks_of_a_detached_producer_may_use_the_stream() {
+    let ev = EventLoop::new().unwrap();
+    let (s, peer) = Stream::open_memory(&ev).unwrap();
+    peer.set_room(Some(0));
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    for replace in [false, true] {
+        let (s2, seen2) = (s.clone(), seen.clone());
+        let d = s
+            .produce(|| Some(vec![0; 1024]))
+            .add_both(move |r: Result<u64, Failure>| {
+                let abandoned = r.as_ref().is_err_and(|f| f.check::<Abandoned>());
+                // Reads the stream's state from inside the callback.
+                seen2.borrow_mut().push((abandoned, s2.buffered()));
+                Ok::<_, Failure>(())
+            });
+        turn(&ev);
+        assert!(s.is_writing_paused());
+        if replace {
+            s.register_producer(Idle);
+        } else {
+            s.unregister_producer();
+        }
+        assert!(d.result().unwrap().is_ok());
+    }
+    assert_eq!(*seen.borrow(), [(true, 0), (true, 0)]);
+}
+
+/// A producer that does nothing.
+struct Idle;
+impl Producer for Idle {
+    fn pause_producing(&mut self) {}
+    fn resume_producing(&mut self) {}
+    fn stop_producing(&mut self, _: Option<Failure>) {}
 }

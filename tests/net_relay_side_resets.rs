@@ -134,3 +134,24 @@ fn a_stream_piped_into_itself_echoes_until_end_of_file() {
     }
     assert_eq!(t.join().unwrap(), 3 << 20);
 }
+
+/// A second `pipe` from the same stream replaces the first: the first fails
+/// with `Abandoned` then and there, and its callbacks may use the stream.
+#[test]
+fn a_pipe_replaced_by_another_fails_abandoned_and_may_use_its_source() {
+    let ev = EventLoop::new().unwrap();
+    let (a, _pa) = Stream::open_memory(&ev).unwrap();
+    let (b, _pb) = Stream::open_memory(&ev).unwrap();
+    let (c, _pc) = Stream::open_memory(&ev).unwrap();
+    let seen = std::rc::Rc::new(std::cell::Cell::new(None));
+    let (a2, s2) = (a.clone(), seen.clone());
+    let first = pipe(&a, &b).add_both(move |r: Result<u64, deferloop::Failure>| {
+        let abandoned = r.as_ref().is_err_and(|f| f.check::<deferloop::Abandoned>());
+        s2.set(Some((abandoned, a2.buffered())));
+        Ok::<_, deferloop::Failure>(())
+    });
+    turn(&ev);
+    let _second = pipe(&a, &c);
+    assert_eq!(seen.get(), Some((true, 0)));
+    assert!(first.result().unwrap().is_ok());
+}

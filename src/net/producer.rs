@@ -77,11 +77,14 @@ impl Stream {
             p.stop_producing(reason);
             return;
         }
-        {
+        let old = {
             let mut st = self.shared.borrow_mut();
             st.producer_gen += 1;
-            st.producer = Some(p);
-        }
+            st.producer.replace(p)
+        };
+        // Dropped with the stream unborrowed: a producer may hold a Resolver,
+        // whose drop runs callbacks that use this stream.
+        drop(old);
         if self.is_writing_paused() {
             notify(&self.shared, true);
         }
@@ -89,9 +92,12 @@ impl Stream {
 
     /// Detaches the producer, if any, without telling it.
     pub fn unregister_producer(&self) {
-        let mut st = self.shared.borrow_mut();
-        st.producer_gen += 1;
-        st.producer = None;
+        let old = {
+            let mut st = self.shared.borrow_mut();
+            st.producer_gen += 1;
+            st.producer.take()
+        };
+        drop(old); // unborrowed, as in `register_producer`
     }
 
     /// Writes the chunks `next` returns, as fast as the peer takes them,

@@ -143,7 +143,10 @@ pub fn pipe(from: &Stream, to: &Stream) -> Deferred<u64> {
         (Some(reason), false) => tap.source_lost(reason),
         (_, true) => tap.source_ended(),
         (None, false) => {
-            from.shared.borrow_mut().tap = Some(tap);
+            // A pipe it replaces is dropped with the stream unborrowed: its
+            // Resolver's callbacks may use the stream.
+            let old = from.shared.borrow_mut().tap.replace(tap);
+            drop(old);
             to.register_producer(Hold {
                 source: Rc::downgrade(&from.shared),
                 transport: from.transport.clone(),
