@@ -367,3 +367,37 @@ fn abort_and_close_repeated_deliver_one_connection_lost() {
         Some(&Ev::Lost(Some("first reason".into())))
     );
 }
+
+/// "Connect, write, close" against a peer that never reads: the close made
+/// while connecting lingers from when the connection is up, and aborts after
+/// the linger time as any other close does (it used to wait forever).
+#[test]
+fn a_close_made_while_connecting_aborts_after_the_linger_time() {
+    let clock = deferloop::ManualClock::new();
+    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
+    let l = std::net::TcpListener::bind(local()).unwrap(); // never reads
+    let (rec, seen) = Rec::new();
+    let conn = ev.connect_tcp(l.local_addr().unwrap(), rec);
+    let t = conn.transport().clone();
+    t.write(&vec![0; 64 << 20]); // far more than the kernel buffers hold
+    t.close();
+    let turn = || {
+        ev.call_soon(|_| {}).unwrap();
+        ev.run_once().unwrap();
+    };
+    let deadline = std::time::Instant::now() + T;
+    while seen.borrow().events.first() != Some(&Ev::Made) {
+        assert!(std::time::Instant::now() < deadline, "never connected");
+        turn();
+    }
+    turn();
+    assert_eq!(lost_count(&seen), 0, "still flushing");
+    clock.advance(Duration::from_secs(30));
+    turn();
+    turn();
+    assert_eq!(
+        lost_count(&seen),
+        1,
+        "aborted after the default 30 s linger"
+    );
+}

@@ -530,6 +530,12 @@ impl Conn {
         }
         st.phase = Phase::Closing(reason);
         self.after_drain(lp, &mut st);
+        self.arm_linger(lp, &mut st);
+    }
+
+    /// While closing and not yet flushed: abort after the linger time (see
+    /// `close`, and `finish_connect` for a close made while connecting).
+    pub(crate) fn arm_linger(self: &Rc<Self>, lp: &Loop, st: &mut State) {
         if matches!(st.phase, Phase::Closing(_)) && st.linger_timer.is_none() {
             let weak = Rc::downgrade(self);
             let linger = st.linger;

@@ -77,6 +77,8 @@ impl Conn {
                 let mut st = self.st.borrow_mut();
                 self.flush(lp, &mut st);
                 self.after_drain(lp, &mut st);
+                // A close made while connecting lingers from now on.
+                self.arm_linger(lp, &mut st);
                 true
             }
         }
