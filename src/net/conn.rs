@@ -19,7 +19,7 @@ use super::core::{self, Phase};
 use super::io::StreamIo;
 use super::{Connection, Protocol, SockAddr, Transport};
 use crate::deferred::LoopClosed;
-use crate::reactor::{later, Ready, Source, SourceKey, WeakLoop};
+use crate::reactor::{Ready, Source, SourceKey, WeakLoop};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
@@ -266,89 +266,6 @@ impl Conn {
         }
     }
 
-    /// Sets (or, with `None`, clears) the idle timeout: the connection is
-    /// aborted with a `TimedOut` error after `d` without data from the peer.
-    pub(crate) fn set_idle_timeout(self: &Rc<Self>, lp: &Loop, d: Option<Duration>) {
-        let old = {
-            let mut st = self.st.borrow_mut();
-            st.idle_timeout = d;
-            st.last_read = lp.time();
-            st.idle_timer.take()
-        };
-        if let Some(h) = old {
-            h.cancel();
-        }
-        if let Some(d) = d {
-            self.arm_idle(lp, later(lp.time(), d));
-        }
-    }
-
-    /// (Re)starts, from now, the time a connect in progress may take; `None`
-    /// for no limit. Past it the attempt is abandoned and its Deferred fails
-    /// with a `TimedOut` error naming the address.
-    pub(crate) fn set_connect_timeout(self: &Rc<Self>, lp: &Loop, d: Option<Duration>) {
-        let old = self.st.borrow_mut().connect_timer.take();
-        if let Some(h) = old {
-            h.cancel();
-        }
-        if !matches!(self.st.borrow().phase, Phase::Connecting) {
-            return;
-        }
-        let Some(d) = d else { return };
-        let weak = Rc::downgrade(self);
-        let timer = lp.call_later(d, move |lp| {
-            let Some(conn) = weak.upgrade() else { return };
-            let connect = {
-                let mut st = conn.st.borrow_mut();
-                st.connect_timer = None;
-                if !matches!(st.phase, Phase::Connecting) {
-                    return;
-                }
-                st.connect.take()
-            };
-            let garbage = conn.discard(lp);
-            drop(garbage);
-            if let Some((Some(r), to)) = connect {
-                let e = io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("connect to {to}: no answer within {d:?}"),
-                );
-                r.errback_if_pending(e);
-            }
-        });
-        self.st.borrow_mut().connect_timer = timer.ok();
-    }
-
-    /// Data arrived: push the idle deadline back (the timer re-arms itself
-    /// lazily when it fires, so this is one clock read, not a timer per read).
-    pub(crate) fn note_activity(&self, lp: &Loop) {
-        let mut st = self.st.borrow_mut();
-        if st.idle_timeout.is_some() {
-            st.last_read = lp.time();
-        }
-    }
-
-    fn arm_idle(self: &Rc<Self>, lp: &Loop, at: Instant) {
-        let weak = Rc::downgrade(self);
-        let timer = lp.call_at(at, move |lp| {
-            let Some(conn) = weak.upgrade() else { return };
-            let mut st = conn.st.borrow_mut();
-            st.idle_timer = None;
-            let Some(d) = st.idle_timeout else { return };
-            let deadline = later(st.last_read, d);
-            if lp.time() < deadline {
-                drop(st);
-                return conn.arm_idle(lp, deadline);
-            }
-            let e = io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("no data from the peer for {d:?} (idle timeout)"),
-            );
-            conn.close_now(lp, &mut st, Some(Failure::new(e)));
-        });
-        self.st.borrow_mut().idle_timer = timer.ok();
-    }
-
     /// Removes a stream that never became a connection (refused, cancelled):
     /// no protocol method is called. Returns what to drop. A protocol lent
     /// out just now (the abort came from inside `ProtocolRef::with`) stays
@@ -531,26 +448,6 @@ impl Conn {
         st.phase = Phase::Closing(reason);
         self.after_drain(lp, &mut st);
         self.arm_linger(lp, &mut st);
-    }
-
-    /// While closing and not yet flushed: abort after the linger time (see
-    /// `close`, and `finish_connect` for a close made while connecting).
-    pub(crate) fn arm_linger(self: &Rc<Self>, lp: &Loop, st: &mut State) {
-        if matches!(st.phase, Phase::Closing(_)) && st.linger_timer.is_none() {
-            let weak = Rc::downgrade(self);
-            let linger = st.linger;
-            st.linger_timer = lp
-                .call_later(linger, move |lp| {
-                    if let Some(conn) = weak.upgrade() {
-                        let e = io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!("close did not flush within the linger time ({linger:?})"),
-                        );
-                        conn.close_now(lp, &mut conn.st.borrow_mut(), Some(Failure::new(e)));
-                    }
-                })
-                .ok();
-        }
     }
 
     /// Calls one protocol method, containing a panic: it is reported and the

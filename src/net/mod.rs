@@ -52,6 +52,7 @@ mod buffer;
 mod conn;
 mod connection;
 mod core;
+mod deadlines;
 mod dispatch;
 mod drain;
 mod eyeballs;
