@@ -263,3 +263,50 @@ fn a_start_tls_handshake_that_never_finishes_aborts_at_the_deadline() {
     );
     assert!(peer.is_closed());
 }
+
+/// A line server over the `Lines` framer that upgrades on `STARTTLS`, and
+/// records every line it is given.
+struct FramedStartTls {
+    config: ServerConfig,
+    lines: Rc<RefCell<Vec<Vec<u8>>>>,
+}
+
+impl deferloop::net::framing::FrameProtocol for FramedStartTls {
+    fn frame_received(&mut self, t: &Transport, line: &[u8]) {
+        self.lines.borrow_mut().push(line.to_vec());
+        if line == b"STARTTLS" {
+            t.write(b"GO\r\n");
+            let _ = t.start_tls(StartTls::server(&self.config));
+        }
+    }
+}
+
+/// CVE-2011-0411's injection: commands that came in the clear behind
+/// `STARTTLS`, in the same read (or queued behind it for a later turn),
+/// are never handed to the protocol as if they had come over TLS.
+#[test]
+fn a_framer_drops_clear_text_that_followed_starttls_in_the_same_read() {
+    use deferloop::net::framing::Lines;
+    let pki = tls::localhost();
+    let ev = EventLoop::new().unwrap();
+    for per_turn in [64, 1] {
+        let lines = Rc::new(RefCell::new(Vec::new()));
+        let mut framer = Lines::new(FramedStartTls {
+            config: tls::server(&pki),
+            lines: lines.clone(),
+        });
+        framer.set_frames_per_turn(std::num::NonZeroUsize::new(per_turn).unwrap());
+        let (t, peer) = memory::open(&ev, framer).unwrap();
+        peer.send(b"HELO\r\nSTARTTLS\r\nRSET\r\nMAIL FROM:<evil>\r\n");
+        for _ in 0..5 {
+            turn(&ev);
+        }
+        assert!(t.is_tls(), "upgrading");
+        let got: Vec<String> = lines
+            .borrow()
+            .iter()
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect();
+        assert_eq!(got, ["HELO", "STARTTLS"], "{per_turn} per turn");
+    }
+}

@@ -125,7 +125,11 @@ macro_rules! forward_protocol {
 ///
 /// Lines after one that closed the transport are dropped. A line over the
 /// limit calls `frame_error`, then closes the connection (flushing what was
-/// written) with the [`FrameError`] as `connection_lost`'s reason.
+/// written) with the [`FrameError`] as `connection_lost`'s reason. So are
+/// the lines that came in the clear behind one whose `frame_received` began
+/// a TLS upgrade (`start_tls`): they were not sent over TLS, so they are
+/// never delivered as if they had been (a STARTTLS command injection); the
+/// same holds for [`LengthPrefixed`].
 ///
 /// # Examples
 /// A line server that answers each line with its length, and a client:
@@ -213,7 +217,7 @@ impl<P: FrameProtocol> Lines<P> {
 impl<P: FrameProtocol> Protocol for Lines<P> {
     fn data_received(&mut self, t: &Transport, data: &[u8]) {
         let (inner, backlog) = (&mut self.inner, &mut self.backlog);
-        backlog.start_turn();
+        backlog.start_turn(t);
         if backlog.drain(inner, t) && data.is_empty() {
             return;
         }
@@ -284,7 +288,7 @@ impl<P: FrameProtocol> LengthPrefixed<P> {
 impl<P: FrameProtocol> Protocol for LengthPrefixed<P> {
     fn data_received(&mut self, t: &Transport, data: &[u8]) {
         let (inner, backlog) = (&mut self.inner, &mut self.backlog);
-        backlog.start_turn();
+        backlog.start_turn(t);
         if backlog.drain(inner, t) && data.is_empty() {
             return;
         }
@@ -305,10 +309,19 @@ pub const FRAMES_PER_TURN: usize = 64;
 
 /// What the adapters share: the frames of one read beyond the turn's budget,
 /// delivered in later turns while reading is paused.
+///
+/// And the STARTTLS rule: once the inner protocol begins a TLS upgrade from
+/// `frame_received` on a connection that was in the clear, no more frames of
+/// that read (or of the backlog) are delivered. They arrived in the clear, so
+/// delivering them as if they came over TLS would let a man in the middle
+/// inject commands (CVE-2011-0411); a client has to wait for the server's
+/// answer before it starts TLS (RFC 3207, section 5).
 struct Backlog {
     frames: VecDeque<Vec<u8>>,
     per_turn: usize,
     delivered: usize,
+    /// The connection was in the clear when this delivery began.
+    clear: bool,
 }
 
 impl Default for Backlog {
@@ -317,13 +330,32 @@ impl Default for Backlog {
             frames: VecDeque::new(),
             per_turn: FRAMES_PER_TURN,
             delivered: 0,
+            clear: true,
         }
     }
 }
 
 impl Backlog {
-    fn start_turn(&mut self) {
+    fn start_turn(&mut self, t: &Transport) {
         self.delivered = 0;
+        self.clear = !t.is_tls();
+    }
+
+    /// Whether the frame just delivered began a TLS upgrade: then what is
+    /// left of the clear text is dropped (see the struct's doc).
+    fn upgraded(&mut self, t: &Transport) -> bool {
+        if !(self.clear && t.is_tls()) {
+            return false;
+        }
+        self.clear = false;
+        if !self.frames.is_empty() {
+            log::warn!(
+                "deferloop: {} frames received in the clear after a STARTTLS dropped",
+                self.frames.len()
+            );
+            self.frames.clear();
+        }
+        true
     }
 
     /// Delivers `frame` now if the turn's budget allows and nothing waits
@@ -332,7 +364,7 @@ impl Backlog {
         if self.delivered < self.per_turn && self.frames.is_empty() {
             self.delivered += 1;
             inner.frame_received(t, frame);
-            !t.is_closing()
+            !t.is_closing() && !self.upgraded(t)
         } else {
             self.frames.push_back(frame.to_vec());
             true
@@ -361,6 +393,9 @@ impl Backlog {
             };
             self.delivered += 1;
             inner.frame_received(t, &frame);
+            if self.upgraded(t) {
+                break;
+            }
         }
         if t.is_closing() {
             self.frames.clear();
