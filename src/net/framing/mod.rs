@@ -335,16 +335,27 @@ impl Default for Backlog {
     }
 }
 
+/// Whether `t` is (or is becoming) a TLS connection; never without `tls`.
+fn is_tls(t: &Transport) -> bool {
+    #[cfg(feature = "tls")]
+    return t.is_tls();
+    #[cfg(not(feature = "tls"))]
+    return {
+        let _ = t;
+        false
+    };
+}
+
 impl Backlog {
     fn start_turn(&mut self, t: &Transport) {
         self.delivered = 0;
-        self.clear = !t.is_tls();
+        self.clear = !is_tls(t);
     }
 
     /// Whether the frame just delivered began a TLS upgrade: then what is
     /// left of the clear text is dropped (see the struct's doc).
     fn upgraded(&mut self, t: &Transport) -> bool {
-        if !(self.clear && t.is_tls()) {
+        if !(self.clear && is_tls(t)) {
             return false;
         }
         self.clear = false;
