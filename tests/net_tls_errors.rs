@@ -54,8 +54,16 @@ fn failed_connect(server_pki: &tls::Pki, name: &str, client: &ClientConfig) -> (
 
 #[test]
 fn a_wrong_host_name_fails_the_connect_and_no_protocol_method_is_called() {
+    let logs = util::logs();
     let pki = tls::localhost();
     let (f, events) = failed_connect(&pki, "not-localhost.example", &tls::client(&pki));
+    // The server's side, which nobody waits for, is logged (at debug).
+    assert!(
+        logs.mine()
+            .iter()
+            .any(|r| r.level == log::Level::Debug && r.message.contains("TLS client")),
+        "the server logged its failed handshake"
+    );
     let e = f.downcast_ref::<std::io::Error>().unwrap();
     assert_eq!(e.kind(), ErrorKind::InvalidData, "{f}");
     assert!(f.to_string().contains("not valid for name"), "{f}");

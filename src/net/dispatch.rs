@@ -40,8 +40,14 @@ impl Conn {
                 // An accepted stream that failed its handshake (TLS) is
                 // counted by its listener until this runs.
                 self.run_on_lost();
-                if let Some(r) = resolver {
-                    r.errback_if_pending(io::Error::new(e.kind(), format!("connect to {to}: {e}")));
+                match resolver {
+                    Some(r) => {
+                        let e = io::Error::new(e.kind(), format!("connect to {to}: {e}"));
+                        r.errback_if_pending(e);
+                    }
+                    // An accepted TLS client: nobody waits, as documented on
+                    // `listen_tls`, the failure goes to the log.
+                    None => log::debug!("deferloop: TLS client {to}: {e}"),
                 }
                 false
             }
