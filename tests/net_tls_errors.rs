@@ -254,3 +254,57 @@ fn a_plain_client_at_a_tls_server_never_reaches_a_protocol() {
     assert!(seen.borrow().events.is_empty());
     let _ = plain.as_raw_fd();
 }
+
+/// As over plain TCP (tests/net_faults.rs): a reset that arrives while a TLS
+/// connection's reading is paused is noticed at once, not when reading
+/// resumes (which may be never).
+#[test]
+fn a_reset_while_a_tls_connection_is_paused_loses_it() {
+    use deferloop::net::tls::rustls;
+    use std::sync::{mpsc, Arc};
+    let pki = tls::localhost();
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let mut slot = Some(Rec {
+        keep_open: true,
+        ..rec
+    });
+    let l = ev
+        .listen_tls(local(), &tls::server(&pki), move || slot.take().unwrap())
+        .unwrap();
+    let addr = l.local_addr().as_inet().unwrap();
+    // A blocking rustls client on a std socket, which it resets when told.
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::pem::PemObject::pem_slice_iter(pki.ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let (go, wait) = mpsc::channel::<()>();
+    let client = std::thread::spawn(move || {
+        let mut sock = TcpStream::connect(addr).unwrap();
+        let name = "localhost".try_into().unwrap();
+        let mut c = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        while c.is_handshaking() {
+            c.complete_io(&mut sock).unwrap();
+        }
+        wait.recv().unwrap();
+        util::net::reset(sock);
+    });
+    run_until(&ev, T, || seen.borrow().transport.is_some());
+    let t = seen.borrow().transport.clone().unwrap();
+    t.pause_reading();
+    go.send(()).unwrap();
+    client.join().unwrap();
+    run_until(&ev, T, || util::net::lost_count(&seen) == 1);
+    let s = seen.borrow();
+    let reason = s.reason.as_ref().expect("lost with an error");
+    let e = reason
+        .downcast_ref::<std::io::Error>()
+        .expect("an io error");
+    assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{reason}");
+}

@@ -322,6 +322,11 @@ impl StreamIo for TlsIo {
         self.handshake()
     }
 
+    /// The socket's pending error (a reset while reading is paused): the
+    /// layer has none of its own.
+    fn take_error(&mut self) -> io::Result<Option<io::Error>> {
+        self.inner.take_error()
+    }
     fn peer_addr(&self) -> io::Result<SockAddr> {
         self.inner.peer_addr()
     }
