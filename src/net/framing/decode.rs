@@ -80,7 +80,7 @@ impl LineDecoder {
             self.partial.extend_from_slice(&data[..end]);
             data = &data[end..];
             let go_on = on_line(&self.partial[..line_len]);
-            self.partial.clear();
+            release(&mut self.partial);
             if !go_on {
                 return Ok(());
             }
@@ -290,7 +290,7 @@ impl LengthDecoder {
                     }
                     self.want = None;
                     let go_on = on_message(&self.partial);
-                    self.partial.clear();
+                    release(&mut self.partial);
                     if !go_on {
                         return Ok(());
                     }
@@ -312,6 +312,19 @@ impl LengthDecoder {
             });
         }
         Ok(size)
+    }
+}
+
+/// What a decoder keeps of its partial-frame buffer once a frame is out.
+const KEEP: usize = 4096;
+
+/// Empties a delivered frame's buffer, and frees it if a long frame grew it:
+/// a connection that once got a 16 MiB message does not hold 16 MiB after.
+fn release(partial: &mut Vec<u8>) {
+    if partial.capacity() > KEEP {
+        *partial = Vec::new();
+    } else {
+        partial.clear();
     }
 }
 
@@ -431,6 +444,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// After a long frame split across reads, the buffer that held it is
+    /// freed; a short one keeps its (small) buffer for the next.
+    #[test]
+    fn a_long_frame_s_buffer_is_freed_once_it_is_delivered() {
+        let mut lines = LineDecoder::new(b"\n", 1 << 20).unwrap();
+        let mut n = 0;
+        let big = vec![b'x'; 100_000];
+        lines.feed(&big, |_| unreachable!()).unwrap();
+        assert!(lines.partial.capacity() >= 100_000);
+        lines
+            .feed(b"\nab", |l| {
+                n += l.len();
+                true
+            })
+            .unwrap();
+        assert_eq!(n, 100_000);
+        lines.feed(b"c\n", |_| true).unwrap();
+        assert!(lines.partial.capacity() <= KEEP);
+
+        let mut msgs = LengthDecoder::new(Prefix::U32, 1 << 20);
+        let mut framed = 100_000u32.to_be_bytes().to_vec();
+        framed.extend_from_slice(&big);
+        let (head, tail) = framed.split_at(50_000);
+        msgs.feed(head, |_| unreachable!()).unwrap();
+        assert!(msgs.partial.capacity() >= 49_996);
+        msgs.feed(tail, |m| m.len() == 100_000).unwrap();
+        assert!(
+            msgs.partial.capacity() <= KEEP,
+            "{}",
+            msgs.partial.capacity()
+        );
     }
 
     #[test]
