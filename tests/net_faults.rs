@@ -323,3 +323,27 @@ fn a_reset_while_reading_is_paused_loses_the_connection() {
         std::io::ErrorKind::ConnectionReset
     );
 }
+
+/// A client whose `connection_made` panics.
+struct PanicsWhenMade;
+impl Protocol for PanicsWhenMade {
+    fn connection_made(&mut self, _: &Transport) {
+        panic!("made-kaput");
+    }
+    fn data_received(&mut self, _: &Transport, _: &[u8]) {}
+}
+
+/// The connect's Deferred fails with the panic of `connection_made`, not
+/// with a bare "gone": the caller learns why.
+#[test]
+fn a_connect_whose_connection_made_panics_fails_with_the_panic() {
+    let ev = EventLoop::new().unwrap();
+    ev.set_exception_handler(|_, _| {});
+    let l = ev
+        .listen_tcp("127.0.0.1:0".parse().unwrap(), || Rec::new().0)
+        .unwrap();
+    let c = ev.connect_tcp(l.local_addr().as_inet().unwrap(), PanicsWhenMade);
+    let f = ev.run_until(c.connected()).unwrap_err();
+    assert!(f.check::<Panicked>(), "{f}");
+    assert!(f.to_string().contains("made-kaput"), "{f}");
+}

@@ -77,7 +77,13 @@ impl Conn {
                     if ok {
                         r.callback_if_pending(t);
                     } else {
-                        r.errback_if_pending(Failure::new(Error::Gone));
+                        // `connection_made` panicked: the connect fails with
+                        // that panic (the connection was closed with it).
+                        let f = match &self.st.borrow().phase {
+                            Phase::Closed(Some(f)) => f.clone(),
+                            _ => Failure::new(Error::Gone),
+                        };
+                        r.errback_if_pending(f);
                     }
                 }
                 let mut st = self.st.borrow_mut();
