@@ -213,3 +213,47 @@ fn a_message_too_long_for_its_prefix_is_refused_before_writing() {
     assert_eq!(got[..4], 70_000u32.to_be_bytes());
     assert!(got[4..].iter().all(|&b| b == 7));
 }
+
+/// Records frames, frame errors and the end of file.
+struct Log(Rc<RefCell<Vec<String>>>);
+impl FrameProtocol for Log {
+    fn frame_received(&mut self, _: &Transport, frame: &[u8]) {
+        self.0
+            .borrow_mut()
+            .push(String::from_utf8_lossy(frame).into_owned());
+    }
+    fn frame_error(&mut self, _: &Transport, e: &FrameError) {
+        self.0.borrow_mut().push(format!("error: {e:?}"));
+    }
+    fn eof_received(&mut self, _: &Transport) -> bool {
+        self.0.borrow_mut().push("eof".into());
+        false
+    }
+}
+
+/// An end of file in the middle of a frame is told, not silent: a line
+/// without its delimiter, a message shorter than its prefix said.
+#[test]
+fn an_end_of_file_inside_a_frame_is_a_truncated_frame_error() {
+    use deferloop::net::memory;
+    let ev = EventLoop::new().unwrap();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let (_t, peer) = memory::open(&ev, Lines::new(Log(seen.clone()))).unwrap();
+    peer.send(b"HELO\r\nQUI");
+    peer.send_eof();
+    run_until(&ev, Duration::from_secs(20), || seen.borrow().len() == 3);
+    assert_eq!(
+        *seen.borrow(),
+        ["HELO", "error: Truncated { buffered: 3 }", "eof"]
+    );
+
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let framer = LengthPrefixed::new(Log(seen.clone()), Prefix::U32, 1 << 20);
+    let (_t, peer) = memory::open(&ev, framer).unwrap();
+    let mut short = 100u32.to_be_bytes().to_vec();
+    short.extend_from_slice(&[7; 50]);
+    peer.send(&short);
+    peer.send_eof();
+    run_until(&ev, Duration::from_secs(20), || seen.borrow().len() == 2);
+    assert_eq!(*seen.borrow(), ["error: Truncated { buffered: 50 }", "eof"]);
+}

@@ -38,6 +38,13 @@ pub enum FrameError {
         /// The maximum message size.
         limit: usize,
     },
+    /// The peer's end of file came in the middle of a frame: these bytes of
+    /// it (a line without its delimiter, a message shorter than its prefix
+    /// said) are all there will be.
+    Truncated {
+        /// Bytes of the unfinished frame.
+        buffered: usize,
+    },
 }
 
 impl fmt::Display for FrameError {
@@ -45,6 +52,9 @@ impl fmt::Display for FrameError {
         match self {
             FrameError::LineTooLong { limit, seen } => {
                 write!(f, "line too long: {seen} bytes or more, limit {limit}")
+            }
+            FrameError::Truncated { buffered } => {
+                write!(f, "end of file inside a frame ({buffered} bytes of it)")
             }
             FrameError::MessageTooLarge { size, limit } => {
                 write!(
@@ -73,7 +83,9 @@ pub trait FrameProtocol: 'static {
     /// The peer broke the framing (an over-long line, an oversize message).
     /// Called before the connection is closed with `error` as the reason
     /// given to `connection_lost`; what this writes (an error reply) is
-    /// flushed first.
+    /// flushed first. Also called, with [`FrameError::Truncated`], just
+    /// before `eof_received` when the peer's end of file cut a frame short:
+    /// that closes nothing by itself, and the partial frame is dropped.
     fn frame_error(&mut self, transport: &Transport, error: &FrameError) {
         let _ = (transport, error);
     }
@@ -107,6 +119,11 @@ macro_rules! forward_protocol {
             self.inner.connection_made(t)
         }
         fn eof_received(&mut self, t: &Transport) -> bool {
+            let buffered = self.decoder.buffered();
+            if buffered > 0 {
+                let e = FrameError::Truncated { buffered };
+                self.inner.frame_error(t, &e);
+            }
             self.inner.eof_received(t)
         }
         fn connection_lost(&mut self, t: &Transport, reason: Option<Failure>) {
