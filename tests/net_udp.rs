@@ -135,6 +135,29 @@ fn a_refused_datagram_is_an_error_received_not_a_close() {
     assert_eq!(lost, 1);
 }
 
+/// A send that fails (here a datagram too large for UDP) just before a
+/// close is still told to `error_received`, before `connection_lost`.
+#[test]
+fn a_send_error_just_before_close_is_still_received() {
+    let ev = EventLoop::new().unwrap();
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let log = Log::default();
+    let t = ev
+        .connect_udp(peer.local_addr().unwrap(), udp(&log, false, None))
+        .unwrap();
+    run_until(&ev, Duration::from_secs(10), || !log.borrow().is_empty());
+    t.send(&vec![0; 70_000]); // over the 65,507 bytes a datagram can hold
+    t.close();
+    run_until(&ev, Duration::from_secs(10), || {
+        matches!(log.borrow().last(), Some(Ev::Lost(_)))
+    });
+    let log = log.borrow();
+    assert!(
+        matches!(&log[..], [Ev::Made, Ev::Error(_), Ev::Lost(false)]),
+        "{log:?}"
+    );
+}
+
 #[test]
 fn closing_the_loop_tells_an_open_socket() {
     let ev = EventLoop::new().unwrap();

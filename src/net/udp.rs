@@ -194,6 +194,8 @@ impl Dgram {
     }
 
     /// Delivers queued errors and flow-control notes; false if a call panicked.
+    /// Errors are delivered after a close too (a send that failed before it,
+    /// or while flushing): `connection_lost` comes after them.
     fn tell(
         &self,
         lp: &Loop,
@@ -203,12 +205,10 @@ impl Dgram {
         loop {
             let (error, note) = {
                 let mut st = self.st.borrow_mut();
-                if !st.phase.is_open() {
-                    return true;
-                }
                 match st.errors.pop_front() {
                     Some(e) => (Some(e), None),
-                    None => (None, st.flow.take_note()),
+                    None if st.phase.is_open() => (None, st.flow.take_note()),
+                    None => return true,
                 }
             };
             let ok = match (error, note) {
