@@ -267,6 +267,16 @@ fn writes_after_close_are_ignored_and_logged_once() {
         .filter(|r| r.message.contains("closing or closed transport ignored"))
         .collect();
     assert_eq!(warned.len(), 1, "{warned:?}");
+    // "three" went to a connection that no longer exists: logged too.
+    let gone = logs
+        .mine()
+        .into_iter()
+        .filter(|r| {
+            r.message
+                .contains("write of 5 bytes to the transport of a connection that is gone")
+        })
+        .count();
+    assert_eq!(gone, 1);
 }
 
 /// Keeps writing to a peer that does not read.

@@ -145,7 +145,10 @@ impl Transport {
     /// [`write_eof`](Self::write_eof), [`abort`](Self::abort) or the
     /// connection's loss, writes are **ignored** (asyncio's behaviour): the
     /// first one is logged with `log::warn!`, and
-    /// [`dropped_writes`](Self::dropped_writes) counts them. A write error
+    /// [`dropped_writes`](Self::dropped_writes) counts them. Once the
+    /// connection is gone altogether (after `connection_lost`, when the loop
+    /// let go of it) there is nothing left to count in: a write is then
+    /// logged with `log::warn!` once per thread. A write error
     /// (reset, broken pipe) aborts the connection with that error as the
     /// reason given to `connection_lost`.
     pub fn write(&self, data: &[u8]) {
@@ -161,8 +164,9 @@ impl Transport {
         if total == 0 {
             return;
         }
-        if let Some((conn, lp)) = self.live() {
-            conn.write(&lp, parts, total);
+        match self.live() {
+            Some((conn, lp)) => conn.write(&lp, parts, total),
+            None => gone_write(total),
         }
     }
 
@@ -432,5 +436,21 @@ impl fmt::Debug for Transport {
             None => d.field("closed", &true),
         };
         d.finish()
+    }
+}
+
+thread_local! {
+    static GONE_WRITE_LOGGED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A write to the transport of a connection that no longer exists: logged
+/// once per thread (a dead handle has no counter of its own).
+#[cold]
+fn gone_write(total: usize) {
+    if !GONE_WRITE_LOGGED.with(|l| l.replace(true)) {
+        log::warn!(
+            "deferloop: write of {total} bytes to the transport of a connection that is gone \
+             ignored (logged once per thread)"
+        );
     }
 }
