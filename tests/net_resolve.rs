@@ -292,3 +292,16 @@ fn udp_connects_to_a_host_name() {
         ev.run_once().unwrap();
     }
 }
+
+/// A lookup function that panics fails its lookup at once, with the panic's
+/// message (it used to surface only as the lookup's timeout).
+#[test]
+fn a_panicking_lookup_function_fails_the_lookup_with_its_message() {
+    let ev = EventLoop::new().unwrap();
+    let r = HostResolver::with_lookup(1, |_, _| panic!("resolver-kaput"));
+    let t0 = std::time::Instant::now();
+    let d = r.lookup(&ev, "any.test", 80, Duration::from_secs(30));
+    let f = ev.run_until(d).unwrap_err();
+    assert!(f.to_string().contains("resolver-kaput"), "{f}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "not the timeout");
+}

@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -242,7 +243,15 @@ impl HostResolver {
         slot_cell.set(slot);
         let host_owned = host.to_owned();
         let job: Job = Box::new(move |lookup: &Lookup| {
-            let result = lookup(&host_owned, port);
+            // A panicking lookup function fails this lookup with its message
+            // (not a silent timeout later).
+            let result = catch_unwind(AssertUnwindSafe(|| lookup(&host_owned, port)))
+                .unwrap_or_else(|p| {
+                    let msg = crate::deferred::failure::panic_message(&*p);
+                    Err(io::Error::other(format!(
+                        "the lookup function panicked: {msg}"
+                    )))
+                });
             let _ = remote.call_soon_threadsafe(move |_| {
                 let taken = WAITING.with(|w| {
                     let mut w = w.borrow_mut();
@@ -318,8 +327,9 @@ fn worker(pool: &Pool) {
             }
         };
         let lookup: &Lookup = &*pool.lookup;
-        // A panicking lookup function loses its answer (the lookup times out).
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(lookup)));
+        // The job catches a panicking lookup function itself; this keeps the
+        // thread alive should anything else in it panic.
+        let _ = catch_unwind(AssertUnwindSafe(|| job(lookup)));
     }
 }
 
