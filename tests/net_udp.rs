@@ -84,6 +84,11 @@ fn a_datagram_round_trip_then_each_side_closes_once() {
     client.close();
     server.close();
     client.send(b"late");
+    assert_eq!(
+        client.dropped_datagrams(),
+        1,
+        "ignored after close, and counted"
+    );
     run_until(&ev, Duration::from_secs(10), || {
         client_log.borrow().last() == Some(&Ev::Lost(false))
             && server_log.borrow().last() == Some(&Ev::Lost(false))

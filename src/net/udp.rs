@@ -40,8 +40,52 @@ pub(crate) struct State {
     pub(crate) errors: VecDeque<io::Error>,
     /// `connection_made` still to be delivered (the first dispatch does it).
     pub(crate) greet: bool,
+    /// Datagrams ignored: sent after a close, or over the queue's cap.
     pub(crate) dropped: u64,
+    /// The queue is over its cap: the drop was reported to `error_received`.
+    pub(crate) over_cap: bool,
 }
+
+/// What [`State::admit`] decided for a datagram about to be queued.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Counted in; queue it.
+    Queue,
+    /// Over the cap: dropped and counted.
+    Drop,
+    /// Over the cap, the first drop of a burst: an error for
+    /// `error_received` was queued too.
+    DropAndTell,
+}
+
+impl State {
+    /// Counts a datagram of `len` bytes into the queue's size if that stays
+    /// within `cap`; else drops it (see [`Admit`]).
+    pub(crate) fn admit(&mut self, len: usize, cap: usize) -> Admit {
+        let cost = len + DATAGRAM_OVERHEAD;
+        if self.queued_bytes + cost <= cap {
+            self.queued_bytes += cost;
+            return Admit::Queue;
+        }
+        self.dropped += 1;
+        if std::mem::replace(&mut self.over_cap, true) {
+            return Admit::Drop;
+        }
+        self.errors.push_back(io::Error::other(format!(
+            "UDP send queue over its cap of {cap} bytes: datagrams dropped"
+        )));
+        Admit::DropAndTell
+    }
+}
+
+/// What one queued datagram costs beyond its bytes, in the queue's count
+/// (so that even empty datagrams count towards flow control and the cap).
+pub(crate) const DATAGRAM_OVERHEAD: usize = 64;
+
+/// The send queue's hard cap, as a stream's write buffer's
+/// ([`DEFAULT_WRITE_BUFFER_CAP`](super::DEFAULT_WRITE_BUFFER_CAP)): over it a
+/// datagram is dropped (UDP may drop; memory may not grow without bound).
+pub(crate) const SEND_QUEUE_CAP: usize = super::DEFAULT_WRITE_BUFFER_CAP;
 
 impl State {
     fn wants_dispatch(&self) -> bool {
@@ -95,6 +139,7 @@ pub(crate) fn open(
                 errors: VecDeque::new(),
                 greet: true,
                 dropped: 0,
+                over_cap: false,
             }),
             proto: RefCell::new(Some(proto)),
             dispatching: Cell::new(false),
@@ -185,8 +230,11 @@ impl Dgram {
                 Ok(_) => {}
             }
             let (data, _) = st.queue.pop_front().expect("front exists");
-            st.queued_bytes -= data.len();
+            st.queued_bytes -= data.len() + DATAGRAM_OVERHEAD;
             st.flow.recheck(st.queued_bytes);
+        }
+        if st.queue.is_empty() {
+            st.over_cap = false;
         }
         if st.queue.is_empty() && matches!(st.phase, Phase::Closing(_)) {
             self.close_now(lp, st, None);
@@ -356,5 +404,42 @@ impl Source for Dgram {
 
     fn name(&self) -> &'static str {
         "udp"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> State {
+        State {
+            sock: None,
+            phase: Phase::Open,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            flow: Flow::default(),
+            read_ready: false,
+            write_ready: false,
+            errors: VecDeque::new(),
+            greet: false,
+            dropped: 0,
+            over_cap: false,
+        }
+    }
+
+    /// The queue's count includes a fixed cost per datagram, so empty ones
+    /// count too; over the cap datagrams are dropped and counted, and only
+    /// the first drop of a burst is told.
+    #[test]
+    fn the_send_queue_counts_every_datagram_and_drops_over_its_cap() {
+        let mut st = state();
+        let cap = 10 * DATAGRAM_OVERHEAD;
+        for _ in 0..10 {
+            assert_eq!(st.admit(0, cap), Admit::Queue);
+        }
+        assert_eq!(st.queued_bytes, cap);
+        assert_eq!(st.admit(0, cap), Admit::DropAndTell);
+        assert_eq!(st.admit(100, cap), Admit::Drop);
+        assert_eq!((st.dropped, st.errors.len(), st.queued_bytes), (2, 1, cap));
     }
 }

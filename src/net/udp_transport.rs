@@ -3,7 +3,7 @@
 //! Tests: tests/net_udp.rs.
 
 use super::core::{handle_identity, Phase};
-use super::udp::{open, send_one, Dgram, State};
+use super::udp::{open, send_one, Admit, Dgram, State, SEND_QUEUE_CAP};
 use super::DatagramProtocol;
 use crate::{Error, Failure, Loop};
 use std::fmt;
@@ -45,9 +45,17 @@ impl DatagramTransport {
     /// Sends one datagram to `addr`: at once if nothing is queued, else queued
     /// (flow control as for a stream's write buffer). An error (for example
     /// a datagram too large, or `addr` on a connected socket) is delivered to
-    /// `error_received`. Ignored, and counted, after `close`/`abort`.
+    /// `error_received`. Ignored, and counted ([`dropped_datagrams`](Self::dropped_datagrams)),
+    /// after `close`/`abort`, or while the queue is over its 64 MiB cap (a
+    /// protocol that ignores `pause_writing`): the first such drop of a burst
+    /// is also told to `error_received`.
     pub fn send_to(&self, data: &[u8], addr: SocketAddr) {
         self.send_inner(data, Some(addr));
+    }
+
+    /// Datagrams ignored so far: sent after a close, or over the queue's cap.
+    pub fn dropped_datagrams(&self) -> u64 {
+        self.live().map_or(0, |(d, _)| d.st.borrow().dropped)
     }
 
     /// Sends one datagram to the connected peer (see [`Loop::connect_udp`]);
@@ -79,8 +87,12 @@ impl DatagramTransport {
                 }
             }
         }
+        match st.admit(data.len(), SEND_QUEUE_CAP) {
+            Admit::Queue => {}
+            Admit::Drop => return,
+            Admit::DropAndTell => return d.wake(&lp),
+        }
         st.queue.push_back((data.into(), to));
-        st.queued_bytes += data.len();
         st.flow.recheck(st.queued_bytes);
         if st.flow.has_note() {
             d.wake(&lp);
@@ -125,7 +137,8 @@ impl DatagramTransport {
             .unwrap_or(true)
     }
 
-    /// Bytes queued, not yet taken by the socket.
+    /// Bytes queued, not yet taken by the socket, with 64 counted per
+    /// datagram besides its own (so empty ones count too).
     pub fn write_buffer_size(&self) -> usize {
         self.with(|d| d.queued_bytes).unwrap_or(0)
     }
