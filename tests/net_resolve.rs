@@ -305,3 +305,42 @@ fn a_panicking_lookup_function_fails_the_lookup_with_its_message() {
     assert!(f.to_string().contains("resolver-kaput"), "{f}");
     assert!(t0.elapsed() < Duration::from_secs(10), "not the timeout");
 }
+
+/// A host-name connect has the same default deadline as `connect_tcp`: 30 s
+/// for the lookup and every attempt, then a `TimedOut` naming the host (it
+/// used to wait for the kernel's own SYN timeout, about two minutes).
+#[test]
+fn a_host_name_connect_that_is_never_answered_times_out_at_the_default() {
+    let clock = deferloop::ManualClock::new();
+    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
+    let (_hole, _fillers, hole) = black_hole();
+    let (p, made) = quiet();
+    let conn = ev.connect_tcp_with("db.test:1", p, &options(table(vec![hole])));
+    let d = conn.connected();
+    // The lookup answers (from its thread) and the attempt starts: a
+    // source beside the connection's own.
+    let t0 = Instant::now();
+    while ev.io_source_count() < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no attempt started");
+        ev.run_once_timeout(Duration::from_millis(10)).unwrap();
+    }
+    clock.advance(Duration::from_secs(29));
+    ev.run_once_timeout(Duration::ZERO).unwrap();
+    assert!(!d.is_called(), "still trying before 30 s");
+    clock.advance(Duration::from_secs(1));
+    let t1 = Instant::now();
+    let f = ev.run_until(d).unwrap_err();
+    assert!(
+        t1.elapsed() < Duration::from_secs(10),
+        "not the kernel's timeout"
+    );
+    let e = f.downcast_ref::<io::Error>().expect("an io error");
+    assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{f}");
+    assert!(
+        f.to_string()
+            .contains("connect to db.test:1: no answer within 30s"),
+        "{f}"
+    );
+    assert_eq!(made.get(), 0);
+    assert_eq!(ev.io_source_count(), 0, "the attempt was closed");
+}

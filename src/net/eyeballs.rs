@@ -16,7 +16,10 @@ use super::conn::Conn;
 use super::core::Phase;
 use super::io::{StreamIo, Tcp};
 use super::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT};
-use super::{Connection, DatagramProtocol, DatagramTransport, Protocol, SockAddr, Transport};
+use super::{
+    Connection, DatagramProtocol, DatagramTransport, Protocol, SockAddr, Transport,
+    DEFAULT_CONNECT_TIMEOUT,
+};
 use crate::deferred::LoopClosed;
 use crate::reactor::{PostAction, Ready, Source, SourceKey};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop};
@@ -319,7 +322,10 @@ impl Loop {
     /// up on the resolver pool (10 s at most), then the addresses are raced
     /// with Happy Eyeballs. Returns at once, as
     /// [`connect_tcp`](Self::connect_tcp) does; the Deferred fails with an
-    /// `io::Error` naming the host and every address tried.
+    /// `io::Error` naming the host and every address tried, or with a
+    /// `TimedOut` one naming the host if it is not up within
+    /// [`DEFAULT_CONNECT_TIMEOUT`] (30 s for the lookup and all attempts;
+    /// [`Connection::connect_timeout`] replaces it).
     ///
     /// # Examples
     /// ```
@@ -400,6 +406,32 @@ impl Loop {
         if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
             *resolver = Some(r);
         }
+        // The default connect timeout, as for `connect_tcp` (30 s for the
+        // lookup and every attempt; `Connection::connect_timeout` replaces it).
+        let weak = Rc::downgrade(&conn);
+        let race_for_timeout = race_slot.clone();
+        let named = target.to_string();
+        let timer = self.call_later(DEFAULT_CONNECT_TIMEOUT, move |lp| {
+            let Some(conn) = weak.upgrade() else { return };
+            let connecting = {
+                let mut st = conn.st.borrow_mut();
+                st.connect_timer = None;
+                matches!(st.phase, Phase::Connecting)
+            };
+            if !connecting {
+                return;
+            }
+            let race = race_for_timeout.borrow_mut().take();
+            if let Some(race) = race {
+                race.end(lp);
+            }
+            let e = io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connect to {named}: no answer within {DEFAULT_CONNECT_TIMEOUT:?}"),
+            );
+            fail_conn(lp, &conn, Failure::new(e));
+        });
+        conn.st.borrow_mut().connect_timer = timer.ok();
         let weak = Rc::downgrade(&conn);
         let delay = options.attempt_delay;
         let shown = target.to_string();
