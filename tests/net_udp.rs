@@ -106,6 +106,18 @@ fn a_datagram_round_trip_then_each_side_closes_once() {
     );
     assert_eq!(server_log.borrow().first(), Some(&Ev::Made));
     assert_eq!(ev.io_source_count(), 0);
+    // A send to the socket once it is gone is logged, not silent.
+    let logs = util::logs();
+    client.send(b"gone");
+    let gone = logs
+        .mine()
+        .into_iter()
+        .filter(|r| {
+            r.message
+                .contains("write of 4 bytes to a UDP socket that is gone")
+        })
+        .count();
+    assert_eq!(gone, 1);
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! mistakes users make, and no zombie left behind — also when the loop closes.
 //! (tests/process_sigchld.rs runs the same kind of checks without pidfds.)
 
+#[path = "util/mod.rs"]
+mod logs;
 #[path = "util/process.rs"]
 mod util;
 
@@ -129,6 +131,19 @@ fn stdin_is_a_transport_with_flow_control() {
         log.len()
     );
     assert_reaped(p.pid());
+    // A write once stdin is closed is logged, not silent.
+    let logs = logs::logs();
+    assert!(p.stdin().is_none());
+    p.write(b"late");
+    let gone = logs
+        .mine()
+        .into_iter()
+        .filter(|r| {
+            r.message
+                .contains("write of 4 bytes to a child's stdin that is gone")
+        })
+        .count();
+    assert_eq!(gone, 1);
 }
 
 fn spawn_error(ev: &EventLoop, cmd: &mut Command) -> String {

@@ -86,6 +86,7 @@ pub use protocol::{DatagramProtocol, Protocol};
 pub use relay::{pipe, relay};
 pub use resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT, DEFAULT_RESOLVER_THREADS};
 pub use stream::{IncompleteRead, LineTooLong, Stream, StreamProtocol, DEFAULT_READ_LIMIT};
+pub(crate) use transport::gone_write;
 pub use transport::Transport;
 pub use udp::DATAGRAMS_PER_DISPATCH;
 pub use udp_transport::DatagramTransport;

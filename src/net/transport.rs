@@ -166,7 +166,7 @@ impl Transport {
         }
         match self.live() {
             Some((conn, lp)) => conn.write(&lp, parts, total),
-            None => gone_write(total),
+            None => gone_write("the transport of a connection", total),
         }
     }
 
@@ -443,14 +443,15 @@ thread_local! {
     static GONE_WRITE_LOGGED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// A write to the transport of a connection that no longer exists: logged
-/// once per thread (a dead handle has no counter of its own).
+/// A write to `what`, which no longer exists (a connection, a UDP socket, a
+/// child's stdin): logged once per thread, as a dead handle has no counter
+/// of its own.
 #[cold]
-fn gone_write(total: usize) {
+pub(crate) fn gone_write(what: &str, total: usize) {
     if !GONE_WRITE_LOGGED.with(|l| l.replace(true)) {
         log::warn!(
-            "deferloop: write of {total} bytes to the transport of a connection that is gone \
-             ignored (logged once per thread)"
+            "deferloop: write of {total} bytes to {what} that is gone ignored \
+             (logged once per thread)"
         );
     }
 }

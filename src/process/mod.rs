@@ -249,9 +249,11 @@ impl Process {
     }
 
     /// Writes to the child's stdin (buffered, sent as the pipe takes it).
+    /// Once stdin is closed a write is ignored, and logged (once per thread).
     pub fn write(&self, data: &[u8]) {
-        if let Some(t) = self.stdin() {
-            t.write(data);
+        match self.stdin() {
+            Some(t) => t.write(data),
+            None => crate::net::gone_write("a child's stdin", data.len()),
         }
     }
 
