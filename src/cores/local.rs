@@ -93,7 +93,11 @@ fn accept_batch(lp: &Loop, sock: &Rc<TcpListener>, peers: &Peers, f: &Factory, n
                     adopt(lp, s, peer, f);
                 } else {
                     let f = f.clone();
-                    let _ = peers.call(to, move |lp| adopt(lp, s, peer, &f));
+                    if let Err(e) = peers.call(to, move |lp| adopt(lp, s, peer, &f)) {
+                        // Loop `to` has ended: the connection went with the call.
+                        let what = "a connection accepted for a loop that has ended was dropped";
+                        report(lp, what, Failure::new(e));
+                    }
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -108,8 +112,15 @@ fn accept_batch(lp: &Loop, sock: &Rc<TcpListener>, peers: &Peers, f: &Factory, n
                     if with_local(|l| l.draining) == Some(false) {
                         let mut next = at;
                         let s2 = s.clone();
-                        let _ = lp
+                        let again = lp
                             .add_reader(fd, move |lp| accept_batch(lp, &s2, &peers, &f, &mut next));
+                        if let Err(e) = again {
+                            report(
+                                lp,
+                                "accepting stopped: the listener could not be watched again",
+                                Failure::new(e),
+                            );
+                        }
                     }
                 });
                 return;
