@@ -261,7 +261,7 @@ fn a_plain_client_at_a_tls_server_never_reaches_a_protocol() {
 #[test]
 fn a_reset_while_a_tls_connection_is_paused_loses_it() {
     use deferloop::net::tls::rustls;
-    use std::sync::{mpsc, Arc};
+    use std::sync::mpsc;
     let pki = tls::localhost();
     let ev = EventLoop::new().unwrap();
     let (rec, seen) = Rec::new();
@@ -274,21 +274,12 @@ fn a_reset_while_a_tls_connection_is_paused_loses_it() {
         .unwrap();
     let addr = l.local_addr().as_inet().unwrap();
     // A blocking rustls client on a std socket, which it resets when told.
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::pem::PemObject::pem_slice_iter(pki.ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config = tls::raw_client(&pki);
     let (go, wait) = mpsc::channel::<()>();
     let client = std::thread::spawn(move || {
         let mut sock = TcpStream::connect(addr).unwrap();
         let name = "localhost".try_into().unwrap();
-        let mut c = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let mut c = rustls::ClientConnection::new(config, name).unwrap();
         while c.is_handshaking() {
             c.complete_io(&mut sock).unwrap();
         }

@@ -15,7 +15,6 @@ use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 use util::net::{Ev, Rec};
 use util::run_until;
@@ -178,18 +177,8 @@ fn handshake_bytes_that_came_with_the_starttls_line_are_handed_back() {
     let (s, seen) = server(tls::server(&pki), &upgrade);
     let (_t, peer) = memory::open(&ev, s).unwrap();
     // A client that pipelines: its ClientHello right behind the line.
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::pem::PemObject::pem_slice_iter(pki.ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     let name = "localhost".try_into().unwrap();
-    let mut client = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut client = rustls::ClientConnection::new(tls::raw_client(&pki), name).unwrap();
     let mut first = b"STARTTLS\r\n".to_vec();
     client.write_tls(&mut first).unwrap();
     peer.send(&first);

@@ -410,7 +410,8 @@ impl Loop {
         // lookup and every attempt; `Connection::connect_timeout` replaces it).
         let weak = Rc::downgrade(&conn);
         let race_for_timeout = race_slot.clone();
-        let named = target.to_string();
+        let shown = target.to_string();
+        let named = shown.clone();
         let timer = self.call_later(DEFAULT_CONNECT_TIMEOUT, move |lp| {
             let Some(conn) = weak.upgrade() else { return };
             let connecting = {
@@ -434,7 +435,6 @@ impl Loop {
         conn.st.borrow_mut().connect_timer = timer.ok();
         let weak = Rc::downgrade(&conn);
         let delay = options.attempt_delay;
-        let shown = target.to_string();
         let _ = lookup.add_both(move |result| {
             let Some(conn) = weak.upgrade() else {
                 return Ok(());

@@ -59,6 +59,23 @@ pub(crate) enum Admit {
 }
 
 impl State {
+    /// A new socket's state: open, nothing queued, `connection_made` owed.
+    fn new(sock: Option<mio::net::UdpSocket>) -> State {
+        State {
+            sock,
+            phase: Phase::Open,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            flow: Flow::default(),
+            read_ready: false,
+            write_ready: false,
+            errors: VecDeque::new(),
+            greet: true,
+            dropped: 0,
+            over_cap: false,
+        }
+    }
+
     /// Counts a datagram of `len` bytes into the queue's size if that stays
     /// within `cap`; else drops it (see [`Admit`]).
     pub(crate) fn admit(&mut self, len: usize, cap: usize) -> Admit {
@@ -128,19 +145,7 @@ pub(crate) fn open(
             lp: lp.downgrade(),
             key,
             at,
-            st: RefCell::new(State {
-                sock: Some(sock),
-                phase: Phase::Open,
-                queue: VecDeque::new(),
-                queued_bytes: 0,
-                flow: Flow::default(),
-                read_ready: false,
-                write_ready: false,
-                errors: VecDeque::new(),
-                greet: true,
-                dropped: 0,
-                over_cap: false,
-            }),
+            st: RefCell::new(State::new(Some(sock))),
             proto: RefCell::new(Some(proto)),
             dispatching: Cell::new(false),
         });
@@ -411,28 +416,12 @@ impl Source for Dgram {
 mod tests {
     use super::*;
 
-    fn state() -> State {
-        State {
-            sock: None,
-            phase: Phase::Open,
-            queue: VecDeque::new(),
-            queued_bytes: 0,
-            flow: Flow::default(),
-            read_ready: false,
-            write_ready: false,
-            errors: VecDeque::new(),
-            greet: false,
-            dropped: 0,
-            over_cap: false,
-        }
-    }
-
     /// The queue's count includes a fixed cost per datagram, so empty ones
     /// count too; over the cap datagrams are dropped and counted, and only
     /// the first drop of a burst is told.
     #[test]
     fn the_send_queue_counts_every_datagram_and_drops_over_its_cap() {
-        let mut st = state();
+        let mut st = State::new(None);
         let cap = 10 * DATAGRAM_OVERHEAD;
         for _ in 0..10 {
             assert_eq!(st.admit(0, cap), Admit::Queue);

@@ -50,3 +50,20 @@ pub fn client(p: &Pki) -> ClientConfig {
         .add_root_pem(p.ca_pem.as_bytes())
         .unwrap()
 }
+
+/// A rustls client config of our own (not deferloop's), trusting `p`'s CA:
+/// for a peer driven by hand, byte by byte or on a blocking socket.
+pub fn raw_client(p: &Pki) -> std::sync::Arc<deferloop::net::tls::rustls::ClientConfig> {
+    use deferloop::net::tls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::pem::PemObject::pem_slice_iter(p.ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    std::sync::Arc::new(config)
+}
