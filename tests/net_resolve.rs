@@ -344,3 +344,35 @@ fn a_host_name_connect_that_is_never_answered_times_out_at_the_default() {
     assert_eq!(made.get(), 0);
     assert_eq!(ev.io_source_count(), 0, "the attempt was closed");
 }
+
+/// `Connection::connect_timeout` on a host-name connect replaces the default
+/// and behaves the same: the error names the host, the attempts close.
+#[test]
+fn a_host_name_connect_with_its_own_timeout_names_the_host() {
+    let clock = deferloop::ManualClock::new();
+    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
+    let (_hole, _fillers, hole) = black_hole();
+    let (p, _made) = quiet();
+    let conn = ev
+        .connect_tcp_with("db.test:1", p, &options(table(vec![hole])))
+        .connect_timeout(Some(Duration::from_secs(5)));
+    let d = conn.connected();
+    let t0 = Instant::now();
+    while ev.io_source_count() < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no attempt started");
+        ev.run_once_timeout(Duration::from_millis(10)).unwrap();
+    }
+    clock.advance(Duration::from_secs(5));
+    let t1 = Instant::now();
+    let f = ev.run_until(d).unwrap_err();
+    assert!(
+        t1.elapsed() < Duration::from_secs(10),
+        "not the kernel's timeout"
+    );
+    assert!(
+        f.to_string()
+            .contains("connect to db.test:1: no answer within 5s"),
+        "{f}"
+    );
+    assert_eq!(ev.io_source_count(), 0, "the attempt was closed");
+}

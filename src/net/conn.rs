@@ -50,8 +50,9 @@ pub const DEFAULT_LINGER: Duration = Duration::from_secs(30);
 pub(crate) struct State {
     pub(crate) io: Option<Box<dyn StreamIo>>,
     pub(crate) phase: Phase,
-    /// While connecting: the Deferred to fire and where to.
-    pub(crate) connect: Option<(Option<Resolver<Transport>>, SockAddr)>,
+    /// While connecting: the Deferred to fire, and what errors name as the
+    /// destination (an address, or the host name being connected to).
+    pub(crate) connect: Option<(Option<Resolver<Transport>>, String)>,
     pub(crate) wbuf: WriteBuf,
     pub(crate) read_ready: bool,
     /// The peer's FIN (or a hang-up) was signalled: read until end-of-file,
@@ -143,7 +144,7 @@ impl Conn {
         lp: &Loop,
         mut io: Box<dyn StreamIo>,
         proto: Box<dyn Protocol>,
-        connect: Option<SockAddr>,
+        connect: Option<String>,
         at: &'static Location<'static>,
     ) -> Result<Rc<Conn>, Error> {
         let mut made = None;
@@ -266,10 +267,11 @@ impl Conn {
         }
     }
 
-    /// Removes a stream that never became a connection (refused, cancelled):
-    /// no protocol method is called. Returns what to drop. A protocol lent
-    /// out just now (the abort came from inside `ProtocolRef::with`) stays
-    /// in its slot and goes with the connection.
+    /// Removes a stream that never became a connection (refused, cancelled,
+    /// timed out): no protocol method is called, the `on_lost` hook runs.
+    /// Returns what to drop. A protocol lent out just now (the abort came
+    /// from inside `ProtocolRef::with`) stays in its slot and goes with the
+    /// connection.
     pub(crate) fn discard(&self, lp: &Loop) -> Garbage {
         {
             let mut st = self.st.borrow_mut();
@@ -278,7 +280,9 @@ impl Conn {
             st.connect = None;
         }
         let proto = self.proto.try_borrow_mut().ok().and_then(|mut p| p.take());
-        (proto, lp.remove_source(self.key))
+        let garbage = (proto, lp.remove_source(self.key));
+        self.run_on_lost();
+        garbage
     }
 
     /// Writes `parts` (`total` bytes): straight to the socket if nothing is
@@ -491,7 +495,7 @@ pub(crate) fn connect<P: Protocol>(
             )))
         }
     };
-    let conn = match Conn::open(lp, io, Box::new(protocol), Some(to.clone()), at) {
+    let conn = match Conn::open(lp, io, Box::new(protocol), Some(to.to_string()), at) {
         Ok(conn) => conn,
         Err(Error::Io(e)) => {
             return failed(Failure::new(io::Error::new(

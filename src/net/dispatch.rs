@@ -35,11 +35,10 @@ impl Conn {
             Ok(false) => false,
             Err(e) => {
                 let (resolver, to) = self.st.borrow_mut().connect.take().expect("connecting");
+                // An accepted stream that failed its handshake (TLS) is
+                // counted by its listener until this runs its `on_lost`.
                 let garbage = self.discard(lp);
                 drop(garbage);
-                // An accepted stream that failed its handshake (TLS) is
-                // counted by its listener until this runs.
-                self.run_on_lost();
                 match resolver {
                     Some(r) => {
                         let e = io::Error::new(e.kind(), format!("connect to {to}: {e}"));

@@ -238,7 +238,7 @@ impl Race {
             let mut st = conn.st.borrow_mut();
             st.io = Some(io);
             if let Some(c) = st.connect.as_mut() {
-                c.1 = SockAddr::Inet(addr);
+                c.1 = addr.to_string();
             }
             st.read_ready = true;
             st.write_ready = true;
@@ -372,11 +372,12 @@ impl Loop {
             Ok(p) => p,
             Err(e) => return failed(Failure::new(e)),
         };
+        let shown = target.to_string();
         let conn = match Conn::open(
             self,
             Box::new(Placeholder),
             Box::new(protocol),
-            Some(SockAddr::Unix(None)),
+            Some(shown.clone()),
             at,
         ) {
             Ok(c) => c,
@@ -387,17 +388,21 @@ impl Loop {
             .resolver
             .lookup(self, &host, port, options.lookup_timeout);
         let lookup_handle = lookup.cancel_handle();
-        let weak = Rc::downgrade(&conn);
+        // However the connect is abandoned (cancelled, timed out, failed),
+        // `discard` runs this: the race's attempts close with it.
         let race_slot: Rc<RefCell<Option<Rc<Race>>>> = Rc::default();
-        let race_for_cancel = race_slot.clone();
+        let (race_for_end, lp_for_end) = (race_slot.clone(), self.downgrade());
+        *conn.on_lost.borrow_mut() = Some(Box::new(move || {
+            let race = race_for_end.borrow_mut().take();
+            if let (Some(race), Some(lp)) = (race, lp_for_end.upgrade()) {
+                race.end(&lp);
+            }
+        }));
+        let weak = Rc::downgrade(&conn);
         let (d, r) = Deferred::with_canceller(move |_| {
             lookup_handle.cancel();
-            let race = race_for_cancel.borrow_mut().take();
             if let Some(conn) = weak.upgrade() {
                 if let Some(lp) = conn.lp.upgrade() {
-                    if let Some(race) = race {
-                        race.end(&lp);
-                    }
                     let garbage = conn.discard(&lp);
                     drop(garbage);
                 }
@@ -406,33 +411,8 @@ impl Loop {
         if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
             *resolver = Some(r);
         }
-        // The default connect timeout, as for `connect_tcp` (30 s for the
-        // lookup and every attempt; `Connection::connect_timeout` replaces it).
-        let weak = Rc::downgrade(&conn);
-        let race_for_timeout = race_slot.clone();
-        let shown = target.to_string();
-        let named = shown.clone();
-        let timer = self.call_later(DEFAULT_CONNECT_TIMEOUT, move |lp| {
-            let Some(conn) = weak.upgrade() else { return };
-            let connecting = {
-                let mut st = conn.st.borrow_mut();
-                st.connect_timer = None;
-                matches!(st.phase, Phase::Connecting)
-            };
-            if !connecting {
-                return;
-            }
-            let race = race_for_timeout.borrow_mut().take();
-            if let Some(race) = race {
-                race.end(lp);
-            }
-            let e = io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("connect to {named}: no answer within {DEFAULT_CONNECT_TIMEOUT:?}"),
-            );
-            fail_conn(lp, &conn, Failure::new(e));
-        });
-        conn.st.borrow_mut().connect_timer = timer.ok();
+        // 30 s for the lookup and every attempt, as for `connect_tcp`.
+        conn.set_connect_timeout(self, Some(DEFAULT_CONNECT_TIMEOUT));
         let weak = Rc::downgrade(&conn);
         let delay = options.attempt_delay;
         let _ = lookup.add_both(move |result| {

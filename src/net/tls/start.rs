@@ -146,13 +146,13 @@ fn accept(lp: &Loop, conn: &Rc<Conn>, peer: &SockAddr, config: &ServerConfig) {
             log::warn!("deferloop: TLS session for {peer}: {e}");
             let garbage = conn.discard(lp);
             drop(garbage);
-            return conn.run_on_lost();
+            return;
         }
     };
     {
         let mut st = conn.st.borrow_mut();
         st.phase = Phase::Connecting;
-        st.connect = Some((None, peer.clone()));
+        st.connect = Some((None, peer.to_string()));
         layer(
             conn,
             lp,
@@ -223,7 +223,6 @@ fn handshake_timed_out(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) {
     drop(st);
     let garbage = conn.discard(lp);
     drop(garbage);
-    conn.run_on_lost();
     match connect {
         Some((Some(r), to)) => {
             let e = io::Error::new(io::ErrorKind::TimedOut, format!("connect to {to}: {e}"));
