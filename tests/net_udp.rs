@@ -109,15 +109,11 @@ fn a_datagram_round_trip_then_each_side_closes_once() {
     // A send to the socket once it is gone is logged, not silent.
     let logs = util::logs();
     client.send(b"gone");
-    let gone = logs
-        .mine()
-        .into_iter()
-        .filter(|r| {
-            r.message
-                .contains("write of 4 bytes to a UDP socket that is gone")
-        })
-        .count();
-    assert_eq!(gone, 1);
+    assert_eq!(
+        logs.mine_containing("write of 4 bytes to a UDP socket that is gone")
+            .len(),
+        1
+    );
 }
 
 #[test]

@@ -135,15 +135,11 @@ fn stdin_is_a_transport_with_flow_control() {
     let logs = logs::logs();
     assert!(p.stdin().is_none());
     p.write(b"late");
-    let gone = logs
-        .mine()
-        .into_iter()
-        .filter(|r| {
-            r.message
-                .contains("write of 4 bytes to a child's stdin that is gone")
-        })
-        .count();
-    assert_eq!(gone, 1);
+    assert_eq!(
+        logs.mine_containing("write of 4 bytes to a child's stdin that is gone")
+            .len(),
+        1
+    );
 }
 
 fn spawn_error(ev: &EventLoop, cmd: &mut Command) -> String {

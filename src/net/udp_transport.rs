@@ -66,7 +66,7 @@ impl DatagramTransport {
 
     fn send_inner(&self, data: &[u8], to: Option<SocketAddr>) {
         let Some((d, lp)) = self.live() else {
-            return super::transport::gone_write("a UDP socket", data.len());
+            return super::gone_write("a UDP socket", data.len());
         };
         let mut st = d.st.borrow_mut();
         let st = &mut *st;

@@ -50,6 +50,13 @@ impl Capture {
             .collect()
     }
 
+    /// This thread's records whose message contains `needle`.
+    pub fn mine_containing(&self, needle: &str) -> Vec<Record> {
+        let mut mine = self.mine();
+        mine.retain(|r| r.message.contains(needle));
+        mine
+    }
+
     /// Records whose message contains `needle`.
     pub fn containing(&self, needle: &str) -> Vec<Record> {
         self.records
