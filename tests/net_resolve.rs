@@ -306,34 +306,63 @@ fn a_panicking_lookup_function_fails_the_lookup_with_its_message() {
     assert!(t0.elapsed() < Duration::from_secs(10), "not the timeout");
 }
 
-/// A host-name connect has the same default deadline as `connect_tcp`: 30 s
-/// for the lookup and every attempt, then a `TimedOut` naming the host (it
-/// used to wait for the kernel's own SYN timeout, about two minutes).
-#[test]
-fn a_host_name_connect_that_is_never_answered_times_out_at_the_default() {
+/// What [`unanswered_host_connect`] sets up: the loop, its clock, the
+/// connect's Deferred, how often the protocol was made, and the black hole
+/// (kept open while the test runs).
+type Unanswered = (
+    EventLoop,
+    deferloop::ManualClock,
+    deferloop::Deferred<Transport>,
+    Rc<Cell<u32>>,
+    (TcpListener, Vec<std::net::TcpStream>),
+);
+
+/// A host-name connect, on a manual clock, to an address that never
+/// answers, with `timeout` (or the default) as its connect timeout. Runs
+/// until the lookup answered and the attempt started (a source beside the
+/// connection's own).
+fn unanswered_host_connect(timeout: Option<Duration>) -> Unanswered {
     let clock = deferloop::ManualClock::new();
     let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
-    let (_hole, _fillers, hole) = black_hole();
+    let (hole_listener, fillers, hole) = black_hole();
     let (p, made) = quiet();
-    let conn = ev.connect_tcp_with("db.test:1", p, &options(table(vec![hole])));
+    let mut conn = ev.connect_tcp_with("db.test:1", p, &options(table(vec![hole])));
+    if let Some(t) = timeout {
+        conn = conn.connect_timeout(Some(t));
+    }
     let d = conn.connected();
-    // The lookup answers (from its thread) and the attempt starts: a
-    // source beside the connection's own.
     let t0 = Instant::now();
     while ev.io_source_count() < 2 {
         assert!(t0.elapsed() < Duration::from_secs(10), "no attempt started");
         ev.run_once_timeout(Duration::from_millis(10)).unwrap();
     }
-    clock.advance(Duration::from_secs(29));
-    ev.run_once_timeout(Duration::ZERO).unwrap();
-    assert!(!d.is_called(), "still trying before 30 s");
-    clock.advance(Duration::from_secs(1));
+    (ev, clock, d, made, (hole_listener, fillers))
+}
+
+/// The failure of `d`, which must come at once (well before the kernel's
+/// own SYN timeout, about two minutes), with the attempt closed.
+fn fails_promptly(ev: &EventLoop, d: deferloop::Deferred<Transport>) -> Failure {
     let t1 = Instant::now();
     let f = ev.run_until(d).unwrap_err();
     assert!(
         t1.elapsed() < Duration::from_secs(10),
         "not the kernel's timeout"
     );
+    assert_eq!(ev.io_source_count(), 0, "the attempt was closed");
+    f
+}
+
+/// A host-name connect has the same default deadline as `connect_tcp`: 30 s
+/// for the lookup and every attempt, then a `TimedOut` naming the host (it
+/// used to wait for the kernel's own SYN timeout, about two minutes).
+#[test]
+fn a_host_name_connect_that_is_never_answered_times_out_at_the_default() {
+    let (ev, clock, d, made, _hole) = unanswered_host_connect(None);
+    clock.advance(Duration::from_secs(29));
+    ev.run_once_timeout(Duration::ZERO).unwrap();
+    assert!(!d.is_called(), "still trying before 30 s");
+    clock.advance(Duration::from_secs(1));
+    let f = fails_promptly(&ev, d);
     let e = f.downcast_ref::<io::Error>().expect("an io error");
     assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{f}");
     assert!(
@@ -342,37 +371,18 @@ fn a_host_name_connect_that_is_never_answered_times_out_at_the_default() {
         "{f}"
     );
     assert_eq!(made.get(), 0);
-    assert_eq!(ev.io_source_count(), 0, "the attempt was closed");
 }
 
 /// `Connection::connect_timeout` on a host-name connect replaces the default
 /// and behaves the same: the error names the host, the attempts close.
 #[test]
 fn a_host_name_connect_with_its_own_timeout_names_the_host() {
-    let clock = deferloop::ManualClock::new();
-    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
-    let (_hole, _fillers, hole) = black_hole();
-    let (p, _made) = quiet();
-    let conn = ev
-        .connect_tcp_with("db.test:1", p, &options(table(vec![hole])))
-        .connect_timeout(Some(Duration::from_secs(5)));
-    let d = conn.connected();
-    let t0 = Instant::now();
-    while ev.io_source_count() < 2 {
-        assert!(t0.elapsed() < Duration::from_secs(10), "no attempt started");
-        ev.run_once_timeout(Duration::from_millis(10)).unwrap();
-    }
+    let (ev, clock, d, _made, _hole) = unanswered_host_connect(Some(Duration::from_secs(5)));
     clock.advance(Duration::from_secs(5));
-    let t1 = Instant::now();
-    let f = ev.run_until(d).unwrap_err();
-    assert!(
-        t1.elapsed() < Duration::from_secs(10),
-        "not the kernel's timeout"
-    );
+    let f = fails_promptly(&ev, d);
     assert!(
         f.to_string()
             .contains("connect to db.test:1: no answer within 5s"),
         "{f}"
     );
-    assert_eq!(ev.io_source_count(), 0, "the attempt was closed");
 }
