@@ -121,9 +121,12 @@ impl Conn {
     /// Returns whether the budget ran out with the socket still readable.
     fn read(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> (bool, bool) {
         enum Step {
-            Data(usize, bool),
+            /// `(bytes, read on, yield)`: yield is a layer's budget spent.
+            Data(usize, bool, bool),
             Eof,
             Stop,
+            /// Nothing read, and the layer's budget spent: next turn.
+            Yield,
         }
         let mut buf = core::take_read_buf();
         let mut budget = READ_BUDGET;
@@ -176,14 +179,19 @@ impl Conn {
                         // a new edge. Unless the peer's FIN was signalled: its
                         // edge is spent, so read on to the end-of-file. (Or a
                         // layer holds more: see `StreamIo::has_more_input`.)
-                        if n < limit && !st.read_closed && !io.has_more_input() {
+                        let spent = io.take_spent();
+                        if n < limit && !spent && !st.read_closed && !io.has_more_input() {
                             st.read_ready = false;
                         }
-                        Step::Data(n, st.read_ready)
+                        Step::Data(n, st.read_ready, spent)
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        st.read_ready = false;
-                        Step::Stop
+                        if io.take_spent() {
+                            Step::Yield
+                        } else {
+                            st.read_ready = false;
+                            Step::Stop
+                        }
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => {
@@ -193,13 +201,13 @@ impl Conn {
                 }
             };
             match step {
-                Step::Data(n, more) => {
+                Step::Data(n, more, yielded) => {
                     got = true;
                     if !self.call(lp, proto, |p| p.data_received(t, &buf[..n])) {
                         break;
                     }
                     budget -= n;
-                    if budget == 0 {
+                    if budget == 0 || yielded {
                         spent = more;
                         break;
                     }
@@ -220,6 +228,10 @@ impl Conn {
                     break;
                 }
                 Step::Stop => break,
+                Step::Yield => {
+                    spent = true;
+                    break;
+                }
             }
         }
         core::put_read_buf(buf);
@@ -359,5 +371,98 @@ impl Source for Conn {
             .io
             .as_ref()
             .map_or("stream (closed)", |io| io.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::io::StreamIo;
+    use crate::net::SockAddr;
+    use crate::reactor::Ready;
+    use crate::EventLoop;
+    use std::cell::{Cell, RefCell};
+    use std::collections::VecDeque;
+    use std::panic::Location;
+
+    /// A layer whose reads follow a script: `Some(data)`, or `None` for
+    /// "nothing yet, my budget is spent" (`take_spent`); then `WouldBlock`.
+    struct Scripted {
+        script: VecDeque<Option<&'static [u8]>>,
+        spent: bool,
+        key: Rc<Cell<Option<SourceKey>>>,
+    }
+
+    impl StreamIo for Scripted {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            match self.script.pop_front() {
+                Some(Some(data)) => {
+                    buf[..data.len()].copy_from_slice(data);
+                    Ok(data.len())
+                }
+                Some(None) => {
+                    self.spent = true;
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+                None => Err(io::ErrorKind::WouldBlock.into()),
+            }
+        }
+        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+            Ok(data.len())
+        }
+        fn shutdown_write(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn peer_addr(&self) -> io::Result<SockAddr> {
+            Ok(SockAddr::Unix(None))
+        }
+        fn local_addr(&self) -> io::Result<SockAddr> {
+            Ok(SockAddr::Unix(None))
+        }
+        fn register(&mut self, _: &mio::Registry, token: mio::Token) -> io::Result<()> {
+            self.key.set(Some(SourceKey::from_token(token)));
+            Ok(())
+        }
+        fn deregister(&mut self, _: &mio::Registry) {}
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+        fn take_spent(&mut self) -> bool {
+            std::mem::take(&mut self.spent)
+        }
+    }
+
+    struct Got(Rc<RefCell<Vec<u8>>>);
+
+    impl Protocol for Got {
+        fn data_received(&mut self, _: &Transport, data: &[u8]) {
+            self.0.borrow_mut().extend_from_slice(data);
+        }
+    }
+
+    /// A layer that spent its budget before any plaintext came out is read
+    /// again in the next turns without a new edge from the socket (which
+    /// may never come: the rest is already in it).
+    #[test]
+    fn a_layer_that_spent_its_budget_is_read_again_next_turn() {
+        let ev = EventLoop::new().unwrap();
+        let lp = ev.handle();
+        let key = Rc::new(Cell::new(None));
+        let io = Scripted {
+            script: VecDeque::from([None, None, Some(&b"hi"[..])]),
+            spent: false,
+            key: key.clone(),
+        };
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let proto = Box::new(Got(got.clone()));
+        let conn = Conn::open(&lp, Box::new(io), proto, None, Location::caller()).unwrap();
+        conn.start(&lp);
+        // One edge, as the socket gave.
+        lp.wake_source(key.get().unwrap(), Ready::READABLE);
+        for _ in 0..4 {
+            ev.run_once_timeout(std::time::Duration::from_millis(10))
+                .unwrap();
+        }
+        assert_eq!(*got.borrow(), b"hi");
     }
 }

@@ -59,6 +59,14 @@ pub(crate) trait StreamIo: 'static {
     fn has_more_input(&self) -> bool {
         false
     }
+    /// Whether the last read stopped on a budget of the layer's own (a TLS
+    /// layer: [`READ_BUDGET`](super::READ_BUDGET) bytes of records that
+    /// carried little plaintext) with the socket maybe still readable: the
+    /// core reads again next turn, as when its own budget runs out. Taken
+    /// once.
+    fn take_spent(&mut self) -> bool {
+        false
+    }
     /// Whether the stream holds output of its own not yet on the socket (a
     /// TLS layer's records). The core flushes it when the socket is writable.
     fn has_pending(&self) -> bool {
