@@ -19,7 +19,7 @@ const MIN_READ: usize = 4096;
 impl Conn {
     /// Completes a connect: `connection_made`, then the Deferred fires.
     /// Returns whether the dispatch goes on.
-    fn finish_connect(self: &Rc<Self>, lp: &Loop) -> bool {
+    fn finishconnect(self: &Rc<Self>, lp: &Loop) -> bool {
         let outcome = {
             let mut st = self.st.borrow_mut();
             if !matches!(st.phase, Phase::Connecting) {
@@ -297,7 +297,7 @@ impl Source for Conn {
                 }
             }
         }
-        if !this.finish_connect(lp) {
+        if !this.finishconnect(lp) {
             return PostAction::Continue;
         }
         let Some(mut proto) = this.proto.borrow_mut().take() else {
@@ -322,8 +322,13 @@ impl Source for Conn {
         };
         if !got {
             // Quiet: an emptied write buffer gives its memory back, so an
-            // idle connection costs a few KiB whatever it did before.
-            this.st.borrow_mut().wbuf.release_if_empty();
+            // idle connection costs a few KiB whatever it did before. So do
+            // a layer's own (TLS records).
+            let mut st = this.st.borrow_mut();
+            st.wbuf.release_if_empty();
+            if let Some(io) = st.io.as_mut() {
+                io.release_idle();
+            }
         } else {
             this.note_activity(lp);
         }
@@ -391,6 +396,7 @@ mod tests {
         script: VecDeque<Option<&'static [u8]>>,
         spent: bool,
         key: Rc<Cell<Option<SourceKey>>>,
+        released: Rc<Cell<u32>>,
     }
 
     impl StreamIo for Scripted {
@@ -430,6 +436,9 @@ mod tests {
         fn take_spent(&mut self) -> bool {
             std::mem::take(&mut self.spent)
         }
+        fn release_idle(&mut self) {
+            self.released.set(self.released.get() + 1);
+        }
     }
 
     struct Got(Rc<RefCell<Vec<u8>>>);
@@ -443,26 +452,63 @@ mod tests {
     /// A layer that spent its budget before any plaintext came out is read
     /// again in the next turns without a new edge from the socket (which
     /// may never come: the rest is already in it).
-    #[test]
-    fn a_layer_that_spent_its_budget_is_read_again_next_turn() {
+    /// A connection over a `Scripted` layer, and one readable edge.
+    struct Setup {
+        ev: EventLoop,
+        got: Rc<RefCell<Vec<u8>>>,
+        released: Rc<Cell<u32>>,
+        conn: Rc<Conn>,
+    }
+
+    fn setup(script: &[Option<&'static [u8]>]) -> Setup {
         let ev = EventLoop::new().unwrap();
         let lp = ev.handle();
         let key = Rc::new(Cell::new(None));
+        let released = Rc::new(Cell::new(0));
         let io = Scripted {
-            script: VecDeque::from([None, None, Some(&b"hi"[..])]),
+            script: script.iter().copied().collect(),
             spent: false,
             key: key.clone(),
+            released: released.clone(),
         };
         let got = Rc::new(RefCell::new(Vec::new()));
         let proto = Box::new(Got(got.clone()));
         let conn = Conn::open(&lp, Box::new(io), proto, None, Location::caller()).unwrap();
         conn.start(&lp);
-        // One edge, as the socket gave.
         lp.wake_source(key.get().unwrap(), Ready::READABLE);
-        for _ in 0..4 {
+        Setup {
+            ev,
+            got,
+            released,
+            conn,
+        }
+    }
+
+    fn turns(ev: &EventLoop, n: usize) {
+        for _ in 0..n {
             ev.run_once_timeout(std::time::Duration::from_millis(10))
                 .unwrap();
         }
-        assert_eq!(*got.borrow(), b"hi");
+    }
+
+    #[test]
+    fn a_layer_that_spent_its_budget_is_read_again_next_turn() {
+        let s = setup(&[None, None, Some(&b"hi"[..])]);
+        turns(&s.ev, 4);
+        assert_eq!(*s.got.borrow(), b"hi");
+    }
+
+    /// A layer's buffers are given back when a dispatch reads nothing, not
+    /// while data flows.
+    #[test]
+    fn a_quietconnection_asks_its_layer_to_release_memory() {
+        let s = setup(&[Some(&b"a"[..])]);
+        turns(&s.ev, 1);
+        assert_eq!(*s.got.borrow(), b"a");
+        assert_eq!(s.released.get(), 0, "data came: not quiet");
+        // A wake with nothing to read: quiet.
+        s.ev.handle().wake_source(s.conn.key, Ready::READABLE);
+        turns(&s.ev, 1);
+        assert_eq!(s.released.get(), 1);
     }
 }

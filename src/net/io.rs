@@ -82,6 +82,9 @@ pub(crate) trait StreamIo: 'static {
     fn take_writable(&mut self) -> bool {
         false
     }
+    /// The connection is quiet (a dispatch read nothing): give back the
+    /// memory of buffers that are empty, as the core does with its own.
+    fn release_idle(&mut self) {}
     /// A graceful close's last words (TLS: close_notify), before the socket
     /// closes: `Ok(true)` once written, `Ok(false)` if the socket is full.
     fn finish_close(&mut self) -> io::Result<bool> {

@@ -122,6 +122,9 @@ pub(super) struct State {
     pub(super) tap: Option<Tap>,
 }
 
+/// Capacity a read buffer keeps once emptied (see `State::consume`).
+const KEEP: usize = 16 * 1024;
+
 impl State {
     pub(super) fn new(lp: WeakLoop) -> State {
         State {
@@ -177,15 +180,27 @@ impl State {
         out
     }
 
+    /// Drops the next `n` bytes. An emptied buffer keeps at most
+    /// [`KEEP`] of capacity, a compacted one at most four times what it
+    /// holds: a burst's memory (up to a read limit plus a read, about
+    /// 512 KiB) is not held by a connection that has gone quiet.
     pub(super) fn consume(&mut self, n: usize) {
         self.pos += n;
         self.scanned = 0;
         if self.pos == self.buf.len() {
-            self.buf.clear();
             self.pos = 0;
+            if self.buf.capacity() > KEEP {
+                self.buf = Vec::new();
+            } else {
+                self.buf.clear();
+            }
         } else if self.pos > self.buf.len() / 2 && self.pos > 4096 {
             self.buf.drain(..self.pos);
             self.pos = 0;
+            let len = self.buf.len();
+            if self.buf.capacity() > KEEP.max(4 * len) {
+                self.buf.shrink_to(KEEP.max(2 * len));
+            }
         }
     }
 
@@ -361,4 +376,35 @@ pub(super) fn lost(shared: &Rc<Shared>, reason: Option<Failure>) {
     // Nothing reads any more: fail or answer what waits.
     let dead = Transport { conn: Weak::new() };
     pump(shared, &dead);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_s_capacity_is_given_back_once_read() {
+        let ev = crate::EventLoop::new().unwrap();
+        let mut st = State::new(ev.handle().downgrade());
+        st.push(&vec![7; 300 * 1024]);
+        // Read in pieces, as `read_exactly` and `read_line` consume.
+        st.consume(200 * 1024);
+        assert_eq!(st.available(), 100 * 1024);
+        assert!(st.buf.capacity() <= 4 * 100 * 1024, "{}", st.buf.capacity());
+        st.consume(100 * 1024 - 10);
+        assert_eq!(st.available(), 10);
+        assert!(st.buf.capacity() <= KEEP, "{}", st.buf.capacity());
+        st.push(&[1; 100]);
+        st.consume(110);
+        assert_eq!(st.available(), 0);
+        assert!(st.buf.capacity() <= KEEP);
+        // A big buffer emptied in one go.
+        st.push(&vec![7; 300 * 1024]);
+        st.consume(300 * 1024);
+        assert_eq!(st.buf.capacity(), 0);
+        // A small one keeps its capacity, to be reused.
+        st.push(&[1; 1000]);
+        st.consume(1000);
+        assert!(st.buf.capacity() >= 1000);
+    }
 }

@@ -384,6 +384,12 @@ impl StreamIo for TlsIo {
     fn take_spent(&mut self) -> bool {
         std::mem::take(&mut self.spent)
     }
+    fn release_idle(&mut self) {
+        if self.sent == self.out.len() && self.out.capacity() > 0 {
+            self.out = Vec::new();
+            self.sent = 0;
+        }
+    }
     fn has_pending(&self) -> bool {
         self.sent < self.out.len() || self.tls.wants_write()
     }
