@@ -62,15 +62,27 @@ impl LineDecoder {
     /// limit; lines before it were delivered, the decoder keeps nothing.
     pub fn feed(
         &mut self,
-        mut data: &[u8],
-        mut on_line: impl FnMut(&[u8]) -> bool,
+        data: &[u8],
+        on_line: impl FnMut(&[u8]) -> bool,
     ) -> Result<(), FrameError> {
+        self.feed_counted(data, on_line).map(drop)
+    }
+
+    /// As [`feed`](Self::feed); returns how much of `data` was used: all of
+    /// it, unless `on_line` stopped, then up to the end of that line (so
+    /// the rest can be fed later).
+    pub(crate) fn feed_counted(
+        &mut self,
+        data: &[u8],
+        mut on_line: impl FnMut(&[u8]) -> bool,
+    ) -> Result<usize, FrameError> {
         let k = self.delimiter.len();
+        let mut rest = data;
         // A line started in an earlier read: find where it ends, which may be
         // inside a delimiter split across the two reads.
         if !self.partial.is_empty() {
             let Some(end) = self.end_of_partial(data) else {
-                return self.keep_partial(data);
+                return self.keep_partial(data).map(|()| data.len());
             };
             // Checked before copying: the rest of the line may be a whole read.
             let line_len = self.partial.len() + end - k;
@@ -78,24 +90,25 @@ impl LineDecoder {
                 return Err(self.too_long(line_len));
             }
             self.partial.extend_from_slice(&data[..end]);
-            data = &data[end..];
+            rest = &data[end..];
             let go_on = on_line(&self.partial[..line_len]);
             release(&mut self.partial);
             if !go_on {
-                return Ok(());
+                return Ok(end);
             }
         }
         // Whole lines straight from `data`.
-        while let Some(at) = find(data, &self.delimiter) {
+        while let Some(at) = find(rest, &self.delimiter) {
             if at > self.max_line {
                 return Err(self.too_long(at));
             }
-            if !on_line(&data[..at]) {
-                return Ok(());
+            let line = &rest[..at];
+            rest = &rest[at + k..];
+            if !on_line(line) {
+                return Ok(data.len() - rest.len());
             }
-            data = &data[at + k..];
         }
-        self.keep_partial(data)
+        self.keep_partial(rest).map(|()| data.len())
     }
 
     /// Where in `data` the partial line's delimiter ends, if it does.
@@ -249,10 +262,23 @@ impl LengthDecoder {
     /// read — before anything is allocated for it.
     pub fn feed(
         &mut self,
-        mut data: &[u8],
-        mut on_message: impl FnMut(&[u8]) -> bool,
+        data: &[u8],
+        on_message: impl FnMut(&[u8]) -> bool,
     ) -> Result<(), FrameError> {
+        self.feed_counted(data, on_message).map(drop)
+    }
+
+    /// As [`feed`](Self::feed); returns how much of `input` was used: all
+    /// of it, unless `on_message` stopped, then up to the end of that
+    /// message (so the rest can be fed later).
+    pub(crate) fn feed_counted(
+        &mut self,
+        input: &[u8],
+        mut on_message: impl FnMut(&[u8]) -> bool,
+    ) -> Result<usize, FrameError> {
         let p = self.prefix.len();
+        let mut data = input;
+        let used = |rest: &[u8]| input.len() - rest.len();
         loop {
             match self.want {
                 None if self.partial.is_empty() && data.len() >= p => {
@@ -260,14 +286,15 @@ impl LengthDecoder {
                     let size = self.check(self.prefix.decode(&data[..p]))?;
                     data = &data[p..];
                     if data.len() >= size {
-                        if !on_message(&data[..size]) {
-                            return Ok(());
-                        }
+                        let message = &data[..size];
                         data = &data[size..];
+                        if !on_message(message) {
+                            return Ok(used(data));
+                        }
                     } else {
                         self.want = Some(size);
                         self.partial.extend_from_slice(data);
-                        return Ok(());
+                        return Ok(input.len());
                     }
                 }
                 None => {
@@ -275,7 +302,7 @@ impl LengthDecoder {
                     self.partial.extend_from_slice(&data[..take]);
                     data = &data[take..];
                     if self.partial.len() < p {
-                        return Ok(());
+                        return Ok(input.len());
                     }
                     let size = self.check(self.prefix.decode(&self.partial))?;
                     self.partial.clear();
@@ -286,18 +313,18 @@ impl LengthDecoder {
                     self.partial.extend_from_slice(&data[..take]);
                     data = &data[take..];
                     if self.partial.len() < size {
-                        return Ok(());
+                        return Ok(input.len());
                     }
                     self.want = None;
                     let go_on = on_message(&self.partial);
                     release(&mut self.partial);
                     if !go_on {
-                        return Ok(());
+                        return Ok(used(data));
                     }
                 }
             }
             if data.is_empty() && self.want.is_none() {
-                return Ok(());
+                return Ok(input.len());
             }
         }
     }
@@ -416,6 +443,44 @@ mod tests {
         .unwrap();
         assert_eq!((n, dec.buffered()), (1, 0));
         assert!(LineDecoder::new(b"", 3).is_err());
+    }
+
+    /// A stopped feed says where it stopped, and feeding the rest from
+    /// there gives the frames a whole feed would: a line split across two
+    /// reads, and a message split across two reads, included.
+    #[test]
+    fn a_stopped_feed_resumes_where_it_stopped() {
+        let mut dec = LineDecoder::new(b"\r\n", 8).unwrap();
+        dec.feed(b"sp", |_| true).unwrap();
+        let input = b"lit\r\nb\r\nc\r\nd";
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < input.len() {
+            at += dec
+                .feed_counted(&input[at..], |l| {
+                    got.push(l.to_vec());
+                    false
+                })
+                .unwrap();
+        }
+        assert_eq!(got, [&b"split"[..], b"b", b"c"]);
+        assert_eq!(dec.buffered(), 1);
+
+        let mut dec = LengthDecoder::new(Prefix::U16, 8);
+        dec.feed(&[0, 3, b'a'], |_| true).unwrap();
+        let input = [b'b', b'c', 0, 0, 0, 1, b'x', 0];
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < input.len() {
+            at += dec
+                .feed_counted(&input[at..], |m| {
+                    got.push(m.to_vec());
+                    false
+                })
+                .unwrap();
+        }
+        assert_eq!(got, [&b"abc"[..], b"", b"x"]);
+        assert_eq!(dec.buffered(), 1);
     }
 
     #[test]

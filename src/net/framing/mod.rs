@@ -14,7 +14,6 @@ pub use decode::{LengthDecoder, LineDecoder, Prefix, PrefixBytes, DEFAULT_MAX_LI
 
 use super::{Protocol, Transport};
 use crate::{Error, Failure};
-use std::collections::VecDeque;
 use std::error::Error as StdError;
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -233,19 +232,14 @@ impl<P: FrameProtocol> Lines<P> {
 
 impl<P: FrameProtocol> Protocol for Lines<P> {
     fn data_received(&mut self, t: &Transport, data: &[u8]) {
-        let (inner, backlog) = (&mut self.inner, &mut self.backlog);
-        backlog.start_turn(t);
-        if backlog.drain(inner, t) && data.is_empty() {
-            return;
-        }
-        let r = self
-            .decoder
-            .feed(data, |line| backlog.offer(inner, t, line));
+        let decoder = &mut self.decoder;
+        let r = self.backlog.deliver(&mut self.inner, t, data, |input, on| {
+            decoder.feed_counted(input, on)
+        });
         if let Err(e) = r {
-            inner.frame_error(t, &e);
+            self.inner.frame_error(t, &e);
             t.close_with(e);
         }
-        backlog.hold(t);
     }
 
     forward_protocol!();
@@ -304,17 +298,14 @@ impl<P: FrameProtocol> LengthPrefixed<P> {
 
 impl<P: FrameProtocol> Protocol for LengthPrefixed<P> {
     fn data_received(&mut self, t: &Transport, data: &[u8]) {
-        let (inner, backlog) = (&mut self.inner, &mut self.backlog);
-        backlog.start_turn(t);
-        if backlog.drain(inner, t) && data.is_empty() {
-            return;
-        }
-        let r = self.decoder.feed(data, |msg| backlog.offer(inner, t, msg));
+        let decoder = &mut self.decoder;
+        let r = self.backlog.deliver(&mut self.inner, t, data, |input, on| {
+            decoder.feed_counted(input, on)
+        });
         if let Err(e) = r {
-            inner.frame_error(t, &e);
+            self.inner.frame_error(t, &e);
             t.close_with(e);
         }
-        backlog.hold(t);
     }
 
     forward_protocol!();
@@ -324,8 +315,10 @@ impl<P: FrameProtocol> Protocol for LengthPrefixed<P> {
 /// [`LengthPrefixed`], unless set otherwise.
 pub const FRAMES_PER_TURN: usize = 64;
 
-/// What the adapters share: the frames of one read beyond the turn's budget,
-/// delivered in later turns while reading is paused.
+/// What the adapters share: the bytes of a read beyond the turn's budget of
+/// frames, decoded and delivered in later turns while reading is paused.
+/// They wait as they came, undecoded: a read of tiny frames costs its own
+/// size, not an allocation per frame.
 ///
 /// And the STARTTLS rule: once the inner protocol begins a TLS upgrade from
 /// `frame_received` on a connection that was in the clear, no more frames of
@@ -334,20 +327,24 @@ pub const FRAMES_PER_TURN: usize = 64;
 /// inject commands (CVE-2011-0411); a client has to wait for the server's
 /// answer before it starts TLS (RFC 3207, section 5).
 struct Backlog {
-    frames: VecDeque<Vec<u8>>,
+    /// Bytes read and not yet decoded (emptied: no capacity kept).
+    rest: Vec<u8>,
     per_turn: usize,
     delivered: usize,
     /// The connection was in the clear when this delivery began.
     clear: bool,
+    /// This framer paused the transport's reading (and so resumes it).
+    paused: bool,
 }
 
 impl Default for Backlog {
     fn default() -> Self {
         Backlog {
-            frames: VecDeque::new(),
+            rest: Vec::new(),
             per_turn: FRAMES_PER_TURN,
             delivered: 0,
             clear: true,
+            paused: false,
         }
     }
 }
@@ -363,75 +360,74 @@ fn is_tls(t: &Transport) -> bool {
     };
 }
 
+/// Why a delivery stopped before the end of its bytes.
+#[derive(PartialEq)]
+enum Stop {
+    No,
+    Budget,
+    /// Closing, or a TLS upgrade: the rest is dropped.
+    Drop,
+}
+
 impl Backlog {
-    fn start_turn(&mut self, t: &Transport) {
+    /// Decodes what waits, then `data`, delivering up to the turn's budget
+    /// of frames; what is left waits, with reading paused, for a later
+    /// turn (an empty `data_received`, asked for with `redeliver`).
+    fn deliver<P: FrameProtocol>(
+        &mut self,
+        inner: &mut P,
+        t: &Transport,
+        data: &[u8],
+        decode: impl FnOnce(&[u8], &mut dyn FnMut(&[u8]) -> bool) -> Result<usize, FrameError>,
+    ) -> Result<(), FrameError> {
         self.delivered = 0;
         self.clear = !is_tls(t);
-    }
-
-    /// Whether the frame just delivered began a TLS upgrade: then what is
-    /// left of the clear text is dropped (see the struct's doc).
-    fn upgraded(&mut self, t: &Transport) -> bool {
-        if !(self.clear && is_tls(t)) {
-            return false;
-        }
-        self.clear = false;
-        if !self.frames.is_empty() {
-            log::warn!(
-                "deferloop: {} frames received in the clear after a STARTTLS dropped",
-                self.frames.len()
-            );
-            self.frames.clear();
-        }
-        true
-    }
-
-    /// Delivers `frame` now if the turn's budget allows and nothing waits
-    /// before it, else keeps a copy. Returns whether to go on.
-    fn offer<P: FrameProtocol>(&mut self, inner: &mut P, t: &Transport, frame: &[u8]) -> bool {
-        if self.delivered < self.per_turn && self.frames.is_empty() {
-            self.delivered += 1;
+        let mut waiting = std::mem::take(&mut self.rest);
+        let input: &[u8] = if waiting.is_empty() {
+            data
+        } else {
+            waiting.extend_from_slice(data);
+            &waiting
+        };
+        let mut stop = Stop::No;
+        let (clear, per_turn, delivered) = (self.clear, self.per_turn, &mut self.delivered);
+        let r = decode(input, &mut |frame| {
+            *delivered += 1;
             inner.frame_received(t, frame);
-            !t.is_closing() && !self.upgraded(t)
-        } else {
-            self.frames.push_back(frame.to_vec());
-            true
-        }
-    }
-
-    /// With frames waiting: pause reading and ask for an empty
-    /// `data_received` next turn, which delivers them.
-    fn hold(&mut self, t: &Transport) {
-        if !self.frames.is_empty() && !t.is_closing() {
-            t.pause_reading();
-            t.redeliver();
-        }
-    }
-
-    /// The empty `data_received` asked for: up to the budget from the
-    /// backlog; reading resumes once it is empty. Returns whether frames
-    /// were waiting (then `data`, empty, is nothing new).
-    fn drain<P: FrameProtocol>(&mut self, inner: &mut P, t: &Transport) -> bool {
-        if self.frames.is_empty() {
-            return false;
-        }
-        while self.delivered < self.per_turn && !t.is_closing() {
-            let Some(frame) = self.frames.pop_front() else {
-                break;
-            };
-            self.delivered += 1;
-            inner.frame_received(t, &frame);
-            if self.upgraded(t) {
-                break;
+            if t.is_closing() || (clear && is_tls(t)) {
+                stop = Stop::Drop;
+            } else if *delivered == per_turn {
+                stop = Stop::Budget;
             }
+            stop == Stop::No
+        });
+        let used = r.as_ref().map_or(input.len(), |&n| n);
+        let left = input.len() - used;
+        match stop {
+            Stop::Budget if left > 0 => {
+                self.rest = if waiting.is_empty() {
+                    data[used..].to_vec()
+                } else {
+                    waiting.drain(..used);
+                    waiting
+                };
+                if !self.paused {
+                    self.paused = true;
+                    t.pause_reading();
+                }
+                t.redeliver();
+                return r.map(drop);
+            }
+            Stop::Drop if left > 0 && !t.is_closing() => {
+                log::warn!(
+                    "deferloop: {left} bytes received in the clear after a STARTTLS dropped"
+                );
+            }
+            _ => {}
         }
-        if t.is_closing() {
-            self.frames.clear();
-        } else if self.frames.is_empty() {
+        if std::mem::take(&mut self.paused) && !t.is_closing() {
             t.resume_reading();
-        } else {
-            t.redeliver();
         }
-        true
+        r.map(drop)
     }
 }
