@@ -53,6 +53,9 @@ pub(crate) struct Task {
     pub(crate) loc: &'static Location<'static>,
 }
 
+/// Capacity, in tasks, the queue keeps once empty (40 KiB).
+pub(crate) const KEEP: usize = 1024;
+
 #[derive(Default)]
 pub(crate) struct ReadyQueue {
     q: VecDeque<Task>,
@@ -152,6 +155,19 @@ impl ReadyQueue {
         Some(std::mem::replace(&mut t.job, Job::cancelled()))
     }
 
+    /// Gives back a burst's memory once the queue is empty: past [`KEEP`]
+    /// tasks of capacity, it keeps `KEEP`. The loop calls it once a turn
+    /// (step 1); a loop whose turns stay under `KEEP` tasks (every I/O-only
+    /// one: a poll returns at most 1,024 events) never reallocates here.
+    pub(crate) fn trim(&mut self) {
+        if self.q.is_empty() && self.q.capacity() > KEEP {
+            self.q = VecDeque::with_capacity(KEEP);
+        }
+        if self.timers.is_empty() && self.timers.capacity() > KEEP {
+            self.timers = VecDeque::new();
+        }
+    }
+
     /// Takes every task out (for `close()`); sequence numbers stay consumed.
     pub(crate) fn drain(&mut self) -> Vec<Task> {
         self.head += self.q.len() as u64;
@@ -220,6 +236,35 @@ mod tests {
         q.push(task());
         assert!(q.pop().is_some());
         assert_eq!(q.popped_timer(), None, "drain forgot the timer");
+    }
+
+    #[test]
+    fn an_emptied_queue_gives_back_a_burst_s_memory() {
+        let mut q = ReadyQueue::default();
+        let now = std::time::Instant::now();
+        let mut heap = super::super::timers::TimerWheel::new(now);
+        for _ in 0..10 * KEEP {
+            q.push(task());
+            q.push_timer(task(), heap.insert(now, ()));
+        }
+        q.trim();
+        assert!(q.q.capacity() >= 20 * KEEP, "not while tasks wait");
+        while q.pop().is_some() {
+            q.popped_timer();
+        }
+        let seq = q.next_seq();
+        q.trim();
+        assert!(q.q.capacity() <= KEEP && q.timers.capacity() <= KEEP);
+        assert_eq!(q.next_seq(), seq, "sequence numbers go on");
+        // A queue that never grew past `KEEP` is left alone.
+        let mut q = ReadyQueue::default();
+        for _ in 0..KEEP / 2 {
+            q.push(task());
+        }
+        while q.pop().is_some() {}
+        let cap = q.q.capacity();
+        q.trim();
+        assert_eq!(q.q.capacity(), cap);
     }
 
     #[test]

@@ -17,14 +17,20 @@ use crate::Error;
 use std::io;
 use std::time::{Duration, Instant};
 
+/// Capacity, in calls, the remote queue's buffers keep: a loop that gets
+/// fewer remote calls a turn, or gets them without a pause, never
+/// reallocates them.
+const REMOTE_KEEP: usize = 16 * 1024;
+
 impl Inner {
     /// One turn. `max_wait` caps step 2 for a host that embeds the loop
     /// (embed.rs); `run()` passes `None`.
     pub(crate) fn turn(&self, lp: &Loop, max_wait: Option<Duration>) -> Result<(), Error> {
         // 1. Cancelled timers: none to drop (`Handle::cancel` took them out of
         //    the wheel at once, where asyncio drops them lazily here); only
-        //    the buffer space they left is given back (timers/mod.rs).
-        self.timers.borrow_mut().trim();
+        //    the buffer space they left is given back (timers/mod.rs), and
+        //    that of a burst of callbacks or remote calls.
+        self.trim();
         let timeout = self.poll_timeout(max_wait); // 2. 0 | next deadline (≤ 24 h) | block, ≤ max_wait
         self.poll(timeout)?; //                 3. the only place the loop sleeps
         self.queue_io_callbacks(); //           4. ready sources and remote calls → ready queue
@@ -32,6 +38,20 @@ impl Inner {
         self.run_ready(lp); //                  6. only what was queued when this step began
         self.turns.set(self.turns.get() + 1);
         Ok(())
+    }
+
+    /// Step 1: gives back the buffer space of cancelled timers, and of a
+    /// past burst in the ready queue and the remote queue's spare buffer
+    /// (which the remote queue's own buffer is swapped with at each drain,
+    /// so both shrink over two quiet turns).
+    fn trim(&self) {
+        self.timers.borrow_mut().trim();
+        self.ready.borrow_mut().trim();
+        // Not while calls are arriving: the producers would grow it again.
+        let mut spare = self.spare.borrow_mut();
+        if spare.capacity() > REMOTE_KEEP && !self.shared.wake_pending() {
+            *spare = Vec::new();
+        }
     }
 
     /// Step 2: zero if there is work, a pending stop, or events the last
@@ -204,10 +224,33 @@ mod tests {
         for h in &handles[10..] {
             assert!(h.cancel());
         }
-        let capacity = || ev.inner.timers.borrow().capacity();
+        let capacity = || ev.lp.inner.timers.borrow().capacity();
         assert!(capacity() >= 10_000);
         ev.run_once_timeout(Duration::ZERO).unwrap();
         assert!(capacity() <= 64, "capacity {} after a turn", capacity());
         assert_eq!(ev.timer_count(), 10);
+    }
+
+    /// After a burst of remote calls, both buffers the remote queue swaps
+    /// are given back within two quiet turns; the ready queue's at once.
+    #[test]
+    fn a_burst_s_buffers_are_given_back() {
+        let ev = EventLoop::new().unwrap();
+        let remote = ev.remote();
+        for _ in 0..100_000 {
+            remote.call_soon_threadsafe(|_| {}).unwrap();
+        }
+        for _ in 0..100_000 {
+            ev.call_soon(|_| {}).unwrap();
+        }
+        let turn = || ev.run_once_timeout(Duration::ZERO).unwrap();
+        turn();
+        assert!(ev.lp.inner.spare.borrow().capacity() >= 100_000);
+        for _ in 0..3 {
+            turn();
+        }
+        assert!(ev.lp.inner.ready.borrow().is_empty());
+        assert!(ev.lp.inner.spare.borrow().capacity() <= super::REMOTE_KEEP);
+        assert!(ev.lp.inner.shared.lock().jobs.capacity() <= super::REMOTE_KEEP);
     }
 }
