@@ -55,7 +55,7 @@ fn a_child_that_closes_stdout_but_keeps_running() {
     let log = log.borrow();
     let closed = log
         .iter()
-        .position(|e| matches!(e, Event::Closed(ChildPipe::Stdout, _)))
+        .position(|e| matches!(e, Event::Closed(ChildPipe::Stdout, ..)))
         .expect("stdout closed");
     let exited = log
         .iter()
@@ -63,7 +63,7 @@ fn a_child_that_closes_stdout_but_keeps_running() {
         .unwrap();
     assert!(closed < exited);
     match &log[closed] {
-        Event::Closed(_, Some(at)) => assert!(
+        Event::Closed(_, Some(at), _) => assert!(
             at.duration_since(started) < Duration::from_millis(250),
             "stdout's end is heard while the child still runs"
         ),
@@ -84,6 +84,62 @@ fn a_child_that_exits_with_output_still_unread_loses_none() {
     ev.run_until(p.wait()).unwrap();
     assert_eq!(util::stdout(&log.borrow()).len(), 50_000);
     assert_reaped(p.pid());
+}
+
+/// A child that exits while its stdin is still open: the protocol hears
+/// `pipe_closed(Stdin)` before `process_exited`, as for the other pipes
+/// (before, never, when nothing was buffered), and the bytes it wrote that
+/// the child never read are not dropped in silence.
+#[test]
+fn a_child_that_exits_with_stdin_open_closes_it_and_says_what_was_unwritten() {
+    let ev = EventLoop::new().unwrap();
+    // Reads nothing; killed while bytes wait for its stdin.
+    let (rec, log) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .unwrap();
+    let stdin = p.stdin().unwrap();
+    // More than a pipe holds, so some stays in our buffer.
+    stdin.write(&vec![b'x'; 1 << 20]);
+    assert!(stdin.write_buffer_size() > 0);
+    p.kill().unwrap();
+    ev.run_until(p.wait()).unwrap();
+    let log = log.borrow();
+    let closed: Vec<_> = log
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            Event::Closed(ChildPipe::Stdin, _, reason) => Some((i, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(closed.len(), 1, "{log:?}");
+    let (at, reason) = &closed[0];
+    let exited = log
+        .iter()
+        .position(|e| matches!(e, Event::Exited(_)))
+        .unwrap();
+    assert!(*at < exited, "{log:?}");
+    // The write that met the closed pipe (EPIPE), or the reap if it came
+    // first: either way a reason.
+    let reason = reason.as_deref().expect("a reason: bytes were dropped");
+    assert!(
+        reason.contains("Broken pipe") || reason.contains("unwritten"),
+        "{reason}"
+    );
+
+    // With nothing buffered, stdin's end is no error.
+    let (rec, log) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(&mut sh("exit 0"), rec))
+        .unwrap();
+    ev.run_until(p.wait()).unwrap();
+    let log = log.borrow();
+    assert!(
+        log.iter()
+            .any(|e| matches!(e, Event::Closed(ChildPipe::Stdin, _, None))),
+        "{log:?}"
+    );
 }
 
 #[test]

@@ -56,7 +56,10 @@ pub trait ProcessProtocol: 'static {
         let _ = (process, data);
     }
     /// One of the pipes closed: the child closed its end (or exited), or we
-    /// closed stdin. The child may still be running.
+    /// closed stdin. The child may still be running. Every pipe is heard
+    /// once, before `process_exited`: stdin still open when the child is
+    /// reaped is closed then, with a `BrokenPipe` reason if bytes written
+    /// to it were never taken.
     fn pipe_closed(&mut self, process: &Process, pipe: ChildPipe, reason: Option<Failure>) {
         let _ = (process, pipe, reason);
     }
@@ -173,9 +176,20 @@ impl Shared {
         if self.open_reads.get() > 0 || self.done.get() {
             return;
         }
+        // Stdin still open: closed now, heard like the other pipes (its own
+        // `connection_lost` would come after `process_exited`), and what
+        // the child never read is not dropped in silence.
         let stdin = self.stdin.borrow_mut().take();
         if let Some(t) = stdin {
+            let unwritten = t.write_buffer_size();
             t.abort();
+            let reason = (unwritten > 0).then(|| {
+                Failure::new(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    format!("the child exited with {unwritten} bytes of its stdin unwritten"),
+                ))
+            });
+            self.call(lp, |p, proc| p.pipe_closed(proc, ChildPipe::Stdin, reason));
         }
         self.done.set(true);
         self.call(lp, |p, proc| p.process_exited(proc, status));

@@ -14,8 +14,8 @@ pub enum Event {
     Made,
     Out(Vec<u8>),
     Err(Vec<u8>),
-    /// The pipe, and when (for stdout and stderr).
-    Closed(ChildPipe, Option<Instant>),
+    /// The pipe, when, and the reason given, if any.
+    Closed(ChildPipe, Option<Instant>, Option<String>),
     Paused,
     Resumed,
     Exited(ExitStatus),
@@ -40,10 +40,11 @@ impl ProcessProtocol for Recorder {
     fn err_received(&mut self, _: &Process, data: &[u8]) {
         self.0.borrow_mut().push(Event::Err(data.to_vec()));
     }
-    fn pipe_closed(&mut self, _: &Process, pipe: ChildPipe, _: Option<Failure>) {
+    fn pipe_closed(&mut self, _: &Process, pipe: ChildPipe, reason: Option<Failure>) {
+        let reason = reason.map(|f| f.to_string());
         self.0
             .borrow_mut()
-            .push(Event::Closed(pipe, Some(Instant::now())));
+            .push(Event::Closed(pipe, Some(Instant::now()), reason));
     }
     fn pause_writing(&mut self, _: &Process) {
         self.0.borrow_mut().push(Event::Paused);
