@@ -135,7 +135,7 @@ pub use deferred::{Abandoned, Cancelled, FailureGroup, LoopClosed, TimedOut};
 pub use error::{Error, Result};
 pub use reactor::{
     default_exception_handler, CurrentCallback, EventLoop, ExceptionContext, Handle, HandleState,
-    IoInfo, Loop, Monitor, Remote, Snapshot, TimerInfo,
+    IoInfo, Loop, Monitor, Remote, Snapshot, TimerInfo, DEFAULT_POOL_CLOSE_TIMEOUT,
 };
 pub use signal::{Signal, SignalHandler};
 

@@ -1,11 +1,13 @@
 //! `defer_to_thread`: blocking work on the pool, results fired on the loop thread.
 
+mod util;
+
 use deferloop::deferred::{set_unhandled_failure_hook, Cancelled};
 use deferloop::{gather_results, Error, EventLoop, Panicked};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// 1,000 jobs on a pool of 4 all fire on the loop thread with the right values.
 #[test]
@@ -147,5 +149,33 @@ fn closing_the_loop_waits_for_running_jobs_unless_told_not_to() -> Result<(), Er
         !finished.load(Ordering::SeqCst),
         "close waited although told not to"
     );
+    Ok(())
+}
+
+/// A job that does not end holds `close` no longer than the close timeout:
+/// it is left to finish on its thread, and the log says so. (Before, close
+/// waited for it, however long.)
+#[test]
+fn closing_the_loop_waits_for_a_stuck_job_no_longer_than_the_close_timeout() -> Result<(), Error> {
+    let logs = util::logs();
+    let ev = EventLoop::new()?;
+    ev.set_thread_pool_close_timeout(Duration::from_millis(200));
+    let (release, stuck) = mpsc::channel::<()>();
+    let (started_tx, started) = mpsc::channel::<()>();
+    let _d = ev.defer_to_thread(move || {
+        started_tx.send(()).unwrap();
+        // Released by the test once close has returned, or after 10 s.
+        let _ = stuck.recv_timeout(Duration::from_secs(10));
+    });
+    started.recv().unwrap();
+    let t0 = Instant::now();
+    ev.close()?;
+    let took = t0.elapsed();
+    let _ = release.send(());
+    assert!(
+        took >= Duration::from_millis(200) && took < Duration::from_secs(5),
+        "close took {took:?}"
+    );
+    assert_eq!(logs.mine_containing("still running").len(), 1);
     Ok(())
 }

@@ -42,6 +42,7 @@ pub use exceptions::{default_exception_handler, ExceptionContext};
 pub use handle::{Handle, HandleState};
 pub use remote::Remote;
 pub(crate) use source::{PostAction, Ready, Source, SourceKey};
+pub use threads::DEFAULT_POOL_CLOSE_TIMEOUT;
 pub(crate) use timers::later;
 
 /// Step 2 never sleeps longer than this ("avoid OS limitations", as asyncio).

@@ -11,6 +11,7 @@
 //! quietly. Tests: tests/threads_pool.rs.
 
 use super::remote::Shared;
+use super::timers::later;
 use super::{Inner, Loop};
 use crate::deferred::{Deferred, Resolver};
 use crate::{Error, Failure};
@@ -21,19 +22,28 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::Rc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 type Job = Box<dyn FnOnce() + Send>;
 
 struct PoolQueue {
     jobs: VecDeque<(usize, Job)>,
     idle: usize,
+    /// Jobs a thread is running now.
+    running: usize,
     shutdown: bool,
 }
 
 struct PoolShared {
     queue: Mutex<PoolQueue>,
     ready: Condvar,
+    /// Signalled when a job ends (for a closing loop's wait).
+    ended: Condvar,
 }
+
+/// How long closing the loop waits for running pool jobs, unless set
+/// otherwise (asyncio's `shutdown_default_executor` waits as long).
+pub const DEFAULT_POOL_CLOSE_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub(crate) struct Pool {
     shared: Arc<PoolShared>,
@@ -41,7 +51,8 @@ pub(crate) struct Pool {
     /// Resolvers of jobs not yet delivered, as `Box<Resolver<T>>`.
     waiting: Slab<Box<dyn Any>>,
     pub(crate) max_threads: usize,
-    pub(crate) wait_on_close: bool,
+    /// How long `shutdown` waits for running jobs (zero: not at all).
+    pub(crate) close_timeout: Duration,
 }
 
 impl Pool {
@@ -52,14 +63,16 @@ impl Pool {
                 queue: Mutex::new(PoolQueue {
                     jobs: VecDeque::new(),
                     idle: 0,
+                    running: 0,
                     shutdown: false,
                 }),
                 ready: Condvar::new(),
+                ended: Condvar::new(),
             }),
             threads: Vec::new(),
             waiting: Slab::new(),
             max_threads: (cores + 4).min(32),
-            wait_on_close: true,
+            close_timeout: DEFAULT_POOL_CLOSE_TIMEOUT,
         }
     }
 
@@ -102,7 +115,8 @@ impl Pool {
     }
 
     /// Stops the pool: queued jobs are dropped; running ones are waited for
-    /// unless `wait_on_close` is off. Returns what must be dropped.
+    /// up to `close_timeout`, then left to finish on their threads (with a
+    /// warning). Returns what must be dropped.
     pub(crate) fn shutdown(&mut self) -> Vec<Box<dyn Any>> {
         let dropped: Vec<_> = {
             let mut q = self.lock();
@@ -111,11 +125,35 @@ impl Pool {
         };
         self.shared.ready.notify_all();
         drop(dropped);
-        if self.wait_on_close {
+        let deadline = later(Instant::now(), self.close_timeout);
+        let mut q = self.lock();
+        while q.running > 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            q = self
+                .shared
+                .ended
+                .wait_timeout(q, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let running = q.running;
+        drop(q);
+        if running == 0 {
+            // Each thread is leaving its loop: joined at once.
             for t in self.threads.drain(..) {
                 let _ = t.join();
             }
         } else {
+            if !self.close_timeout.is_zero() {
+                log::warn!(
+                    "deferloop: {running} thread pool jobs still running {:?} after the loop \
+                     closed: left to finish, their results dropped",
+                    self.close_timeout
+                );
+            }
             self.threads.clear();
         }
         self.waiting.drain().collect()
@@ -131,6 +169,7 @@ fn worker(shared: Arc<PoolShared>) {
                     return;
                 }
                 if let Some((_, job)) = q.jobs.pop_front() {
+                    q.running += 1;
                     break job;
                 }
                 q.idle += 1;
@@ -139,6 +178,10 @@ fn worker(shared: Arc<PoolShared>) {
             }
         };
         job();
+        let mut q = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.running -= 1;
+        drop(q);
+        shared.ended.notify_all();
     }
 }
 
@@ -149,8 +192,9 @@ impl Loop {
     /// Cancelling the Deferred removes the job if no thread has started it.
     /// A started job cannot be stopped: it runs to the end and its result is
     /// dropped quietly. The pool is shut down when the loop closes (queued jobs
-    /// are dropped; running ones are waited for, see
-    /// [`set_thread_pool_wait_on_close`](Self::set_thread_pool_wait_on_close)).
+    /// are dropped; running ones are waited for, at most
+    /// [`DEFAULT_POOL_CLOSE_TIMEOUT`] unless
+    /// [set otherwise](Self::set_thread_pool_close_timeout)).
     ///
     /// A closed loop, or a thread that cannot be spawned, gives a failed Deferred.
     ///
@@ -238,9 +282,25 @@ impl Loop {
         Ok(())
     }
 
-    /// Whether closing the loop waits for running pool jobs (default `true`).
+    /// Whether closing the loop waits for running pool jobs (default `true`,
+    /// for at most the [close timeout](Self::set_thread_pool_close_timeout)).
+    /// `false` is a close timeout of zero.
     pub fn set_thread_pool_wait_on_close(&self, wait: bool) {
-        self.inner.pool.borrow_mut().wait_on_close = wait;
+        self.inner.pool.borrow_mut().close_timeout = if wait {
+            DEFAULT_POOL_CLOSE_TIMEOUT
+        } else {
+            Duration::ZERO
+        };
+    }
+
+    /// How long closing the loop waits for running pool jobs (default
+    /// [`DEFAULT_POOL_CLOSE_TIMEOUT`], 300 s; `Duration::MAX`: until they
+    /// end). Jobs still running then are left to finish on their threads,
+    /// their results dropped, with a warning in the log. A job cannot be
+    /// stopped, so this is what keeps a stuck one from holding `close`
+    /// (and the program's exit) forever.
+    pub fn set_thread_pool_close_timeout(&self, timeout: Duration) {
+        self.inner.pool.borrow_mut().close_timeout = timeout;
     }
 
     /// Pool threads started so far.
