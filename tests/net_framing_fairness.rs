@@ -114,3 +114,86 @@ fn eof_waits_for_the_backlog_and_a_close_drops_it() {
     );
     let _ = t;
 }
+
+/// Calls `resume_reading` on every frame, as a proxy ending its own
+/// backpressure does; or `pause_reading` at frame `pause_at`.
+struct Toggles {
+    got: Got,
+    resume: bool,
+    pause_at: Option<usize>,
+}
+
+impl FrameProtocol for Toggles {
+    fn frame_received(&mut self, t: &Transport, frame: &[u8]) {
+        self.got.0.borrow_mut().push(frame.to_vec());
+        if self.resume {
+            t.resume_reading();
+        }
+        if Some(self.got.0.borrow().len()) == self.pause_at {
+            t.pause_reading();
+        }
+    }
+}
+
+/// The framer's hold on reading while a burst is delivered is its own: a
+/// protocol's `resume_reading` does not lift it, so the rest of the burst
+/// stays with the peer instead of piling up in the framer.
+#[test]
+fn a_protocol_s_resume_reading_does_not_lift_the_framer_s_hold() {
+    let ev = EventLoop::new().unwrap();
+    let got = Got::default();
+    let proto = Toggles {
+        got: got.clone(),
+        resume: true,
+        pause_at: None,
+    };
+    let lines = Lines::with_delimiter(proto, b"\n", 64).unwrap();
+    let (t, peer) = memory::open(&ev, lines).unwrap();
+    let n = 3 * 32 * 1024;
+    peer.send(&b"a\n".repeat(n));
+    turn(&ev);
+    let first = got.0.borrow().len();
+    assert_eq!(first, FRAMES_PER_TURN);
+    assert!(!t.is_reading(), "held while the first read's lines wait");
+    for _ in 0..10 {
+        turn(&ev);
+    }
+    assert_eq!(got.0.borrow().len(), 11 * FRAMES_PER_TURN);
+    assert!(
+        !t.is_reading(),
+        "still held: the first read is not delivered"
+    );
+    while got.0.borrow().len() < n {
+        turn(&ev);
+    }
+    assert_eq!(got.0.borrow().len(), n);
+    assert!(t.is_reading());
+}
+
+/// A protocol that pauses reading gets no more frames, not even those
+/// already read, until it resumes; the framer's own hold ending does not
+/// lift its pause.
+#[test]
+fn a_protocol_s_pause_stops_the_frames_until_it_resumes() {
+    let ev = EventLoop::new().unwrap();
+    let got = Got::default();
+    let proto = Toggles {
+        got: got.clone(),
+        resume: false,
+        pause_at: Some(10),
+    };
+    let (t, peer) = memory::open(&ev, Lines::new(proto)).unwrap();
+    let burst: String = (0..1000).map(|i| format!("{i}\r\n")).collect();
+    peer.send(burst.as_bytes());
+    for _ in 0..20 {
+        turn(&ev);
+    }
+    assert_eq!(got.0.borrow().len(), 10);
+    assert!(!t.is_reading());
+    t.resume_reading();
+    while got.0.borrow().len() < 1000 {
+        turn(&ev);
+    }
+    let want: Vec<Vec<u8>> = (0..1000).map(|i| format!("{i}").into_bytes()).collect();
+    assert_eq!(*got.0.borrow(), want, "all of them, in order, once");
+}

@@ -71,6 +71,9 @@ pub(crate) struct State {
     /// echo (see `dispatch::read`). Zero once a write had to be buffered.
     pub(crate) took: usize,
     pub(crate) reading_paused: bool,
+    /// A framer's own pause (`Transport::hold_reading`), apart from the
+    /// protocol's: neither undoes the other.
+    pub(crate) held: bool,
     /// Keep reading while writing is paused (off: backpressure by default).
     pub(crate) read_while_write_paused: bool,
     pub(crate) eof_received: bool,
@@ -103,6 +106,7 @@ impl State {
         matches!(self.phase, Phase::Open)
             && self.read_ready
             && !self.reading_paused
+            && !self.held
             && !self.eof_received
             && (!self.wbuf.flow.is_paused() || self.read_while_write_paused)
             && self.io.is_some()
@@ -176,6 +180,7 @@ impl Conn {
                     write_ready: false,
                     took: 0,
                     reading_paused: false,
+                    held: false,
                     read_while_write_paused: false,
                     eof_received: false,
                     eof_requested: false,

@@ -19,7 +19,7 @@ const MIN_READ: usize = 4096;
 impl Conn {
     /// Completes a connect: `connection_made`, then the Deferred fires.
     /// Returns whether the dispatch goes on.
-    fn finishconnect(self: &Rc<Self>, lp: &Loop) -> bool {
+    fn finish_connect(self: &Rc<Self>, lp: &Loop) -> bool {
         let outcome = {
             let mut st = self.st.borrow_mut();
             if !matches!(st.phase, Phase::Connecting) {
@@ -297,7 +297,7 @@ impl Source for Conn {
                 }
             }
         }
-        if !this.finishconnect(lp) {
+        if !this.finish_connect(lp) {
             return PostAction::Continue;
         }
         let Some(mut proto) = this.proto.borrow_mut().take() else {
@@ -449,9 +449,6 @@ mod tests {
         }
     }
 
-    /// A layer that spent its budget before any plaintext came out is read
-    /// again in the next turns without a new edge from the socket (which
-    /// may never come: the rest is already in it).
     /// A connection over a `Scripted` layer, and one readable edge.
     struct Setup {
         ev: EventLoop,
@@ -491,6 +488,9 @@ mod tests {
         }
     }
 
+    /// A layer that spent its budget before any plaintext came out is read
+    /// again in the next turns without a new edge from the socket (which
+    /// may never come: the rest is already in it).
     #[test]
     fn a_layer_that_spent_its_budget_is_read_again_next_turn() {
         let s = setup(&[None, None, Some(&b"hi"[..])]);
@@ -501,7 +501,7 @@ mod tests {
     /// A layer's buffers are given back when a dispatch reads nothing, not
     /// while data flows.
     #[test]
-    fn a_quietconnection_asks_its_layer_to_release_memory() {
+    fn a_quiet_connection_asks_its_layer_to_release_memory() {
         let s = setup(&[Some(&b"a"[..])]);
         turns(&s.ev, 1);
         assert_eq!(*s.got.borrow(), b"a");

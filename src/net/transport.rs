@@ -271,16 +271,41 @@ impl Transport {
         let Some((conn, lp)) = self.live() else {
             return;
         };
-        if std::mem::take(&mut conn.st.borrow_mut().reading_paused) {
+        let mut st = conn.st.borrow_mut();
+        if std::mem::take(&mut st.reading_paused) {
+            // Frames a framer holds go on from the next turn.
+            st.redeliver |= st.held;
+            drop(st);
             conn.wake(&lp);
         }
     }
 
-    /// Whether `data_received` can be called: open, not paused, no EOF yet.
+    /// Whether the protocol paused reading (`pause_reading`).
+    pub(crate) fn reading_paused(&self) -> bool {
+        self.with(|s| s.reading_paused).unwrap_or(false)
+    }
+
+    /// A framer's own pause while frames of a read wait for later turns
+    /// (framing/mod.rs): kept apart from `pause_reading`, so a protocol's
+    /// `resume_reading` does not lift it, nor does its end lift the
+    /// protocol's pause.
+    pub(crate) fn hold_reading(&self, on: bool) {
+        let Some((conn, lp)) = self.live() else {
+            return;
+        };
+        let was = std::mem::replace(&mut conn.st.borrow_mut().held, on);
+        if was && !on {
+            conn.wake(&lp);
+        }
+    }
+
+    /// Whether the connection is read: open, not paused (by the protocol,
+    /// or by a framer holding a burst's frames for later turns), no EOF yet.
     pub fn is_reading(&self) -> bool {
         self.with(|s| {
             matches!(s.phase, Phase::Open | Phase::Connecting)
                 && !s.reading_paused
+                && !s.held
                 && !s.eof_received
         })
         .unwrap_or(false)

@@ -147,6 +147,11 @@ macro_rules! forward_protocol {
 /// never delivered as if they had been (a STARTTLS command injection); the
 /// same holds for [`LengthPrefixed`].
 ///
+/// `pause_reading` from `frame_received` stops the lines too: those already
+/// read wait until `resume_reading`, as Twisted's `LineReceiver` does on
+/// `pauseProducing`. The framer's own hold (while a burst is delivered 64
+/// lines a turn) is apart from the protocol's pause: neither lifts the other.
+///
 /// # Examples
 /// A line server that answers each line with its length, and a client:
 /// ```
@@ -223,7 +228,7 @@ impl<P: FrameProtocol> Lines<P> {
 
 impl<P: FrameProtocol> Lines<P> {
     /// Delivers at most `n` lines per connection per turn (default
-    /// [`FRAMES_PER_TURN`]); the rest wait, with reading paused, for the next
+    /// [`FRAMES_PER_TURN`]); the rest wait, with reading held, for the next
     /// turns, so one peer's burst of short lines cannot hold the loop.
     pub fn set_frames_per_turn(&mut self, n: NonZeroUsize) {
         self.backlog.per_turn = n.get();
@@ -316,7 +321,7 @@ impl<P: FrameProtocol> Protocol for LengthPrefixed<P> {
 pub const FRAMES_PER_TURN: usize = 64;
 
 /// What the adapters share: the bytes of a read beyond the turn's budget of
-/// frames, decoded and delivered in later turns while reading is paused.
+/// frames, decoded and delivered in later turns while reading is held.
 /// They wait as they came, undecoded: a read of tiny frames costs its own
 /// size, not an allocation per frame.
 ///
@@ -327,24 +332,24 @@ pub const FRAMES_PER_TURN: usize = 64;
 /// inject commands (CVE-2011-0411); a client has to wait for the server's
 /// answer before it starts TLS (RFC 3207, section 5).
 struct Backlog {
-    /// Bytes read and not yet decoded (emptied: no capacity kept).
+    /// Bytes read and not yet decoded: `rest[at..]` (emptied: no capacity
+    /// kept).
     rest: Vec<u8>,
+    at: usize,
     per_turn: usize,
     delivered: usize,
     /// The connection was in the clear when this delivery began.
     clear: bool,
-    /// This framer paused the transport's reading (and so resumes it).
-    paused: bool,
 }
 
 impl Default for Backlog {
     fn default() -> Self {
         Backlog {
             rest: Vec::new(),
+            at: 0,
             per_turn: FRAMES_PER_TURN,
             delivered: 0,
             clear: true,
-            paused: false,
         }
     }
 }
@@ -365,14 +370,18 @@ fn is_tls(t: &Transport) -> bool {
 enum Stop {
     No,
     Budget,
+    /// The protocol paused reading: frames already read wait too.
+    Paused,
     /// Closing, or a TLS upgrade: the rest is dropped.
     Drop,
 }
 
 impl Backlog {
     /// Decodes what waits, then `data`, delivering up to the turn's budget
-    /// of frames; what is left waits, with reading paused, for a later
-    /// turn (an empty `data_received`, asked for with `redeliver`).
+    /// of frames; what is left waits, with reading held (a pause of the
+    /// framer's own, which the protocol's `resume_reading` does not lift),
+    /// for a later turn (an empty `data_received`, asked for with
+    /// `redeliver`).
     fn deliver<P: FrameProtocol>(
         &mut self,
         inner: &mut P,
@@ -383,11 +392,22 @@ impl Backlog {
         self.delivered = 0;
         self.clear = !is_tls(t);
         let mut waiting = std::mem::take(&mut self.rest);
+        let mut at = std::mem::take(&mut self.at);
+        if !waiting.is_empty() && !data.is_empty() {
+            waiting.drain(..at);
+            at = 0;
+            waiting.extend_from_slice(data);
+        }
+        if !waiting.is_empty() && t.reading_paused() {
+            // The protocol paused: what waits goes on once it resumes.
+            self.rest = waiting;
+            self.at = at;
+            return Ok(());
+        }
         let input: &[u8] = if waiting.is_empty() {
             data
         } else {
-            waiting.extend_from_slice(data);
-            &waiting
+            &waiting[at..]
         };
         let mut stop = Stop::No;
         let (clear, per_turn, delivered) = (self.clear, self.per_turn, &mut self.delivered);
@@ -398,24 +418,27 @@ impl Backlog {
                 stop = Stop::Drop;
             } else if *delivered == per_turn {
                 stop = Stop::Budget;
+            } else if t.reading_paused() {
+                stop = Stop::Paused;
             }
             stop == Stop::No
         });
         let used = r.as_ref().map_or(input.len(), |&n| n);
         let left = input.len() - used;
         match stop {
-            Stop::Budget if left > 0 => {
-                self.rest = if waiting.is_empty() {
-                    data[used..].to_vec()
+            Stop::Budget | Stop::Paused if left > 0 => {
+                // Kept as it is, read from an offset: no copy per turn.
+                if waiting.is_empty() {
+                    self.rest = data[used..].to_vec();
                 } else {
-                    waiting.drain(..used);
-                    waiting
-                };
-                if !self.paused {
-                    self.paused = true;
-                    t.pause_reading();
+                    self.rest = waiting;
+                    self.at = at + used;
                 }
-                t.redeliver();
+                t.hold_reading(true);
+                // Paused: `resume_reading` asks for the delivery.
+                if stop == Stop::Budget {
+                    t.redeliver();
+                }
                 return r.map(drop);
             }
             Stop::Drop if left > 0 && !t.is_closing() => {
@@ -425,9 +448,7 @@ impl Backlog {
             }
             _ => {}
         }
-        if std::mem::take(&mut self.paused) && !t.is_closing() {
-            t.resume_reading();
-        }
+        t.hold_reading(false);
         r.map(drop)
     }
 }
