@@ -1,8 +1,9 @@
 //! A TLS connection's reads are budgeted in records, not only in the
 //! plaintext they carry: a peer that streams records with little or no data
 //! in them (key updates around one-byte messages) gets one [`READ_BUDGET`]
-//! per turn, each byte of its records that is not plaintext charged 64
-//! times, instead of holding the loop until its socket is drained.
+//! per turn, each record charged 2 KiB on top of its bytes, instead of
+//! holding the loop until its socket is drained; and the budget holds
+//! across the reads of a turn.
 #![cfg(feature = "tls")]
 
 #[path = "util/tls.rs"]
@@ -20,12 +21,6 @@ use std::time::Duration;
 use util::run_until;
 
 const T: Duration = Duration::from_secs(30);
-
-/// Plaintext bytes the flood carries: one per message.
-const MESSAGES: usize = 4000;
-
-/// Key updates after each message: rustls accepts 32 between two messages.
-const UPDATES: usize = 32;
 
 /// Records each turn's plaintext; checked by the test, not here.
 struct Count {
@@ -45,8 +40,11 @@ impl Protocol for Count {
     }
 }
 
-#[test]
-fn a_flood_of_key_updates_is_read_a_budget_per_turn() {
+/// Sends `messages` messages of `len` bytes, each followed by `updates`
+/// key updates (rustls accepts 32 between two messages), to a TLS server
+/// that counts what it gets per turn; returns the records sent and the
+/// most plaintext delivered in one turn.
+fn flood(len: usize, updates: usize, messages: usize) -> (Vec<u8>, usize) {
     let pki = tls::localhost();
     let ev = EventLoop::new().unwrap();
     let per_turn = Rc::new(RefCell::new(Vec::new()));
@@ -74,10 +72,11 @@ fn a_flood_of_key_updates_is_read_a_budget_per_turn() {
         while c.is_handshaking() {
             c.complete_io(&mut sock).unwrap();
         }
+        let message = vec![b'x'; len];
         let mut flood = Vec::new();
-        for _ in 0..MESSAGES {
-            c.writer().write_all(b"x").unwrap();
-            for _ in 0..UPDATES {
+        for _ in 0..messages {
+            c.writer().write_all(&message).unwrap();
+            for _ in 0..updates {
                 c.refresh_traffic_keys().unwrap();
             }
             while c.wants_write() {
@@ -88,24 +87,62 @@ fn a_flood_of_key_updates_is_read_a_budget_per_turn() {
         // Stay open until the server has read it all: a close with its
         // session tickets unread would reset the connection.
         let _ = wait.recv();
-        flood.len()
+        flood
     });
     let total = |v: &Vec<(u64, usize)>| v.iter().map(|(_, n)| n).sum::<usize>();
-    run_until(&ev, T, || total(&per_turn.borrow()) == MESSAGES);
+    run_until(&ev, T, || total(&per_turn.borrow()) == len * messages);
     done.send(()).unwrap();
     drop(l);
     let records = client.join().unwrap();
-    let v = per_turn.borrow();
-    // Bytes of records per message in this flood, all but one of them not
-    // plaintext, each of those charged 64 times more; so the most one turn
-    // may deliver: one budget's worth, and the 4 KiB read that crossed it.
-    let ratio = records / MESSAGES;
-    let charge = ratio + 64 * (ratio - 1);
-    let most = v.iter().map(|(_, n)| *n).max().unwrap();
+    let most = per_turn.borrow().iter().map(|(_, n)| *n).max().unwrap();
+    (records, most)
+}
+
+/// Records in a stream of whole records, by their 5-byte headers.
+fn records_in(mut stream: &[u8]) -> usize {
+    let mut n = 0;
+    while stream.len() >= 5 {
+        let len = u16::from_be_bytes([stream[3], stream[4]]) as usize;
+        stream = &stream[5 + len..];
+        n += 1;
+    }
+    n
+}
+
+/// The most plaintext one turn may deliver from a flood of `records` (its
+/// bytes) carrying `plain` bytes in messages of `len`: one budget's worth,
+/// each record charged 2 KiB on top of its bytes; then the read that
+/// crossed it (at most a 16 KiB record and its header) and the message it
+/// ended in.
+fn most_per_turn(records: &[u8], plain: usize, len: usize) -> usize {
+    let (bytes, plain) = (records.len() as f64, plain as f64);
+    let charged = bytes + 2048.0 * records_in(records) as f64;
+    let crossing = 17.0 * 1024.0 * charged / bytes;
+    ((READ_BUDGET as f64 + crossing) * plain / charged) as usize + len
+}
+
+#[test]
+fn a_flood_of_key_updates_is_read_a_budget_per_turn() {
+    let messages = 4000;
+    let (records, most) = flood(1, 32, messages);
+    let bound = most_per_turn(&records, messages, 1);
     assert!(
-        most * charge <= READ_BUDGET + 65 * 4096 + charge,
-        "{most} messages in one turn: {} bytes of records, charged {}, over a budget of {READ_BUDGET}",
-        most * ratio,
-        most * charge
+        most <= bound,
+        "{most} one-byte messages in one turn, over the budget's {bound}"
+    );
+}
+
+/// Records that fill the read buffer before they spend the budget: the
+/// budget holds across the reads of a turn, not per read.
+#[test]
+fn a_budget_holds_across_the_reads_of_a_turn() {
+    let (len, messages) = (16 * 1024, 200);
+    let (records, most) = flood(len, 20, messages);
+    let bound = most_per_turn(&records, len * messages, len);
+    assert!(
+        most <= bound,
+        "{} messages of 16 KiB in one turn, over the budget's {}",
+        most / len,
+        bound / len
     );
 }

@@ -32,11 +32,11 @@ use std::time::{Duration, Instant};
 /// get their turn (asyncio reads 256 KiB per callback, once per turn).
 ///
 /// A TLS connection also counts the records it reads against it: their
-/// bytes, and 64 times more each byte that is not plaintext (headers, tags,
-/// key updates). asyncio's and Twisted's budgets count plaintext only, so a
-/// peer that streams records carrying almost none holds their loop for as
-/// long as it keeps the socket full; here it gets about half a millisecond
-/// per turn (tests/net_tls_fairness.rs).
+/// bytes, and 2 KiB more for each record (a key update costs about as much
+/// to process as 3 KiB of data to decrypt). asyncio's and Twisted's budgets
+/// count plaintext only, so a peer that streams records carrying almost
+/// none holds their loop for as long as it keeps the socket full; here it
+/// gets about a millisecond per turn (tests/net_tls_fairness.rs).
 pub const READ_BUDGET: usize = 256 * 1024;
 
 /// Default hard cap on a connection's write buffer: past it the connection is

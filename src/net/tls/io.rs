@@ -5,6 +5,7 @@
 //! socket did not take, close_notify) the core flushes through the
 //! `StreamIo` hooks. Tests: tests/net_tls_*.rs.
 
+use super::records::RecordCounter;
 use super::TlsError;
 use crate::net::io::StreamIo;
 use crate::net::SockAddr;
@@ -23,10 +24,10 @@ pub(crate) type DeadlineSlot = Rc<Cell<Option<Handle>>>;
 /// so a quiet connection does not hold on to a burst's memory.
 const KEEP_OUT: usize = 128 * 1024;
 
-/// What a byte of records that is not plaintext costs a read's budget, in
-/// bytes of plaintext: a key update (27 bytes) takes about 3 µs to process,
-/// a byte of data about 1 ns to decrypt. See `TlsIo::read`.
-const OVERHEAD_WEIGHT: usize = 64;
+/// What a record costs a read's budget beyond its bytes: a key update (27
+/// bytes) takes about 3 µs to process, a byte of data about 1 ns to
+/// decrypt, a small record a few hundred ns. See `TlsIo::charge`.
+const RECORD_COST: usize = 2048;
 
 pub(crate) struct TlsIo {
     inner: Box<dyn StreamIo>,
@@ -54,6 +55,11 @@ pub(crate) struct TlsIo {
     end_held: bool,
     /// The last read stopped after a budget of records: see `read`.
     spent: bool,
+    /// What the records read since the socket last said `WouldBlock`, or a
+    /// budget was spent, cost: a budget holds across the reads of a turn.
+    charged: usize,
+    /// Where the received stream is, to count its records.
+    records: RecordCounter,
 }
 
 impl TlsIo {
@@ -82,6 +88,8 @@ impl TlsIo {
             error: None,
             end_held: false,
             spent: false,
+            charged: 0,
+            records: RecordCounter::default(),
         }
     }
 
@@ -119,12 +127,38 @@ impl TlsIo {
     }
 
     /// Reads records from the socket (or what arrived before `start_tls`).
+    /// Charges the budget for them: their bytes, and `RECORD_COST` for
+    /// each record whose header came in.
     fn read_tls(&mut self) -> io::Result<usize> {
         let mut src = Source {
             early: &mut self.early,
             inner: &mut *self.inner,
+            counter: &mut self.records,
+            headers: 0,
         };
-        self.tls.read_tls(&mut src)
+        let r = self.tls.read_tls(&mut src);
+        let headers = src.headers;
+        if let Ok(k) = r {
+            self.charged = self
+                .charged
+                .saturating_add(k)
+                .saturating_add(headers.saturating_mul(RECORD_COST));
+        }
+        r
+    }
+
+    /// Whether the records read since the budget began spent it; if so,
+    /// `take_spent` says so and the next read begins a new one. Records
+    /// are charged for their bytes and `RECORD_COST` each: a record costs
+    /// far more than its bytes, and a peer chooses how many its bytes make,
+    /// so a budget then holds the loop about as long whatever they carry.
+    fn charge(&mut self) -> bool {
+        if self.charged < READ_BUDGET {
+            return false;
+        }
+        self.spent = true;
+        self.charged = 0;
+        true
     }
 
     /// Decrypts what was read; answers the peer (handshake messages, key
@@ -210,22 +244,29 @@ impl TlsIo {
 }
 
 /// rustls's view of the socket: what arrived before `start_tls` first.
+/// Counts the records that pass.
 struct Source<'a> {
     early: &'a mut Vec<u8>,
     inner: &'a mut dyn StreamIo,
+    counter: &'a mut RecordCounter,
+    /// Record headers seen in this read.
+    headers: usize,
 }
 
 impl Read for Source<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.early.is_empty() {
-            return self.inner.read(buf);
-        }
-        let n = buf.len().min(self.early.len());
-        buf[..n].copy_from_slice(&self.early[..n]);
-        self.early.drain(..n);
-        if self.early.is_empty() {
-            *self.early = Vec::new();
-        }
+        let n = if self.early.is_empty() {
+            self.inner.read(buf)?
+        } else {
+            let n = buf.len().min(self.early.len());
+            buf[..n].copy_from_slice(&self.early[..n]);
+            self.early.drain(..n);
+            if self.early.is_empty() {
+                *self.early = Vec::new();
+            }
+            n
+        };
+        self.headers += self.counter.count(&buf[..n]);
         Ok(n)
     }
 }
@@ -234,17 +275,16 @@ impl StreamIo for TlsIo {
     /// Returns plaintext. A short read means the socket is drained too (the
     /// core waits for the next edge then), so records are read until the
     /// buffer is full or the socket says `WouldBlock`; or until a read
-    /// budget of records is spent, which `take_spent` reports. Records may
-    /// carry almost no plaintext (key updates around one-byte messages): a
-    /// budget in plaintext alone would let such a peer hold the loop for
-    /// as long as it keeps the socket full.
+    /// budget of records is spent (see `charge`), which `take_spent`
+    /// reports. Records may carry almost no plaintext (key updates around
+    /// one-byte messages): a budget in plaintext alone would let such a
+    /// peer hold the loop for as long as it keeps the socket full.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
         self.end_held = false;
         let mut n = 0;
-        let mut records: usize = 0;
         loop {
             match self.tls.reader().read(&mut buf[n..]) {
                 // The peer's close_notify: a clean end-of-file.
@@ -255,6 +295,7 @@ impl StreamIo for TlsIo {
                 Ok(k) => {
                     n += k;
                     if n == buf.len() {
+                        self.charge();
                         return Ok(n);
                     }
                     continue;
@@ -272,12 +313,7 @@ impl StreamIo for TlsIo {
                 }
                 Err(e) => return Err(e),
             }
-            // Records are charged for their bytes and, far more, for those
-            // that carry no plaintext (headers, tags, key updates): a
-            // record costs much more than its bytes, so a budget then holds
-            // the loop about as long whatever the records carry.
-            if records + OVERHEAD_WEIGHT * records.saturating_sub(n) >= READ_BUDGET {
-                self.spent = true;
+            if self.charge() {
                 return if n > 0 {
                     Ok(n)
                 } else {
@@ -287,8 +323,9 @@ impl StreamIo for TlsIo {
             match self.read_tls() {
                 // Seen by rustls: the reader says whether it was clean.
                 Ok(0) => {}
-                Ok(k) => records += k,
+                Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.charged = 0;
                     return if n > 0 { Ok(n) } else { Err(e) };
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -54,6 +54,7 @@
 
 mod config;
 mod io;
+mod records;
 mod start;
 
 pub use config::{ClientConfig, ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT};
