@@ -179,3 +179,32 @@ fn closing_the_loop_waits_for_a_stuck_job_no_longer_than_the_close_timeout() -> 
     assert_eq!(logs.mine_containing("still running").len(), 1);
     Ok(())
 }
+
+/// Panics when dropped: a result the closed loop drops on the pool thread.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("a result that panics when dropped");
+    }
+}
+
+/// A job whose result panics as the closed loop drops it still counts as
+/// ended: close returns when the job does, not at the close timeout.
+#[test]
+fn a_job_whose_result_panics_when_dropped_does_not_hold_close() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    ev.set_thread_pool_close_timeout(Duration::from_secs(5));
+    let (started_tx, started) = mpsc::channel::<()>();
+    let _d = ev.defer_to_thread(move || {
+        started_tx.send(()).unwrap();
+        thread::sleep(Duration::from_millis(200));
+        PanicsOnDrop
+    });
+    started.recv().unwrap();
+    let t0 = Instant::now();
+    ev.close()?;
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(3), "close took {took:?}");
+    Ok(())
+}

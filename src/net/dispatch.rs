@@ -320,10 +320,11 @@ impl Source for Conn {
         } else {
             (false, false)
         };
-        if !got {
+        if !got && !redeliver {
             // Quiet: an emptied write buffer gives its memory back, so an
             // idle connection costs a few KiB whatever it did before. So do
-            // a layer's own (TLS records).
+            // a layer's own (TLS records). (A redelivery is not quiet: a
+            // framer is handing out a burst, and its protocol answering.)
             let mut st = this.st.borrow_mut();
             st.wbuf.release_if_empty();
             if let Some(io) = st.io.as_mut() {
@@ -508,6 +509,10 @@ mod tests {
         assert_eq!(s.released.get(), 0, "data came: not quiet");
         // A wake with nothing to read: quiet.
         s.ev.handle().wake_source(s.conn.key, Ready::READABLE);
+        turns(&s.ev, 1);
+        assert_eq!(s.released.get(), 1);
+        // A redelivery (a framer handing out a burst) is not quiet.
+        s.conn.transport().redeliver();
         turns(&s.ev, 1);
         assert_eq!(s.released.get(), 1);
     }

@@ -177,11 +177,23 @@ fn worker(shared: Arc<PoolShared>) {
                 q.idle -= 1;
             }
         };
+        // Counted out even if the job unwinds (its result's `drop` may
+        // panic where the closed loop drops it): a close must not wait for
+        // a job that is gone.
+        let _ended = Ended(&shared);
         job();
-        let mut q = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+/// Counts a running job out when dropped.
+struct Ended<'a>(&'a PoolShared);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        let mut q = self.0.queue.lock().unwrap_or_else(|e| e.into_inner());
         q.running -= 1;
         drop(q);
-        shared.ended.notify_all();
+        self.0.ended.notify_all();
     }
 }
 
@@ -284,13 +296,15 @@ impl Loop {
 
     /// Whether closing the loop waits for running pool jobs (default `true`,
     /// for at most the [close timeout](Self::set_thread_pool_close_timeout)).
-    /// `false` is a close timeout of zero.
+    /// `false` is a close timeout of zero; `true` after it restores the
+    /// default, and keeps a timeout set otherwise.
     pub fn set_thread_pool_wait_on_close(&self, wait: bool) {
-        self.inner.pool.borrow_mut().close_timeout = if wait {
-            DEFAULT_POOL_CLOSE_TIMEOUT
-        } else {
-            Duration::ZERO
-        };
+        let mut pool = self.inner.pool.borrow_mut();
+        if !wait {
+            pool.close_timeout = Duration::ZERO;
+        } else if pool.close_timeout.is_zero() {
+            pool.close_timeout = DEFAULT_POOL_CLOSE_TIMEOUT;
+        }
     }
 
     /// How long closing the loop waits for running pool jobs (default
