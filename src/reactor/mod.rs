@@ -24,7 +24,7 @@ use crate::Error;
 use exceptions::ExceptionHandler;
 use handle::HandleId;
 use ready::{Callback, Job, ReadyQueue, Task};
-use remote::{RemoteJob, Shared};
+use remote::Shared;
 use source::Registry;
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -65,7 +65,7 @@ pub(crate) struct Inner {
     watched: Cell<bool>,
     shared: Arc<Shared>,
     /// The spare buffer the remote queue is swapped with (no allocation per drain).
-    spare: RefCell<Vec<RemoteJob>>,
+    spare: RefCell<remote::Spare>,
     running: Cell<bool>,
     /// What `Remote`s were last told about `running` (the embedded turns
     /// keep it set between turns; see run.rs).
@@ -208,7 +208,7 @@ impl EventLoop {
             events_full: Cell::new(false),
             watched: Cell::new(false),
             shared: Arc::new(Shared::new(waker)),
-            spare: RefCell::new(Vec::new()),
+            spare: RefCell::new(remote::Spare::default()),
             running: Cell::new(false),
             remote_running: Cell::new(false),
             stopping: Cell::new(false),

@@ -65,6 +65,10 @@ pub(crate) struct ReadyQueue {
     /// slot is freed when it is popped. Kept apart so that a task is 40 bytes,
     /// not 56: every callback is written to and read back from the queue.
     timers: VecDeque<(u64, TimerId)>,
+    /// `head` at the last `trim`, and the most tasks a turn ran, halved
+    /// each turn: what the queue keeps room for.
+    trimmed_at: u64,
+    peak: usize,
 }
 
 impl ReadyQueue {
@@ -155,15 +159,20 @@ impl ReadyQueue {
         Some(std::mem::replace(&mut t.job, Job::cancelled()))
     }
 
-    /// Gives back a burst's memory once the queue is empty: past [`KEEP`]
-    /// tasks of capacity, it keeps `KEEP`. The loop calls it once a turn
-    /// (step 1); a loop whose turns stay under `KEEP` tasks (every I/O-only
-    /// one: a poll returns at most 1,024 events) never reallocates here.
+    /// Gives back a burst's memory once the queue is empty: capacity past
+    /// [`KEEP`] and four times what recent turns ran (the most tasks a turn
+    /// ran, halved each turn) goes. The loop calls it once a turn (step 1):
+    /// a steady load, or bursts a turn or two apart, never reallocate here;
+    /// after a burst, the queue is back to `KEEP` within a few turns.
     pub(crate) fn trim(&mut self) {
-        if self.q.is_empty() && self.q.capacity() > KEEP {
-            self.q = VecDeque::with_capacity(KEEP);
+        let ran = usize::try_from(self.head - self.trimmed_at).unwrap_or(usize::MAX);
+        self.trimmed_at = self.head;
+        self.peak = ran.max(self.peak / 2);
+        let keep = KEEP.max(2 * self.peak);
+        if self.q.is_empty() && self.q.capacity() > 2 * keep {
+            self.q = VecDeque::with_capacity(keep);
         }
-        if self.timers.is_empty() && self.timers.capacity() > KEEP {
+        if self.timers.is_empty() && self.timers.capacity() > 2 * keep {
             self.timers = VecDeque::new();
         }
     }
@@ -253,9 +262,27 @@ mod tests {
             q.popped_timer();
         }
         let seq = q.next_seq();
-        q.trim();
+        // Quiet turns: back to `KEEP` within a few.
+        for _ in 0..8 {
+            q.trim();
+        }
         assert!(q.q.capacity() <= KEEP && q.timers.capacity() <= KEEP);
         assert_eq!(q.next_seq(), seq, "sequence numbers go on");
+        // A steady load past `KEEP`, the queue empty between turns (I/O
+        // tasks and remote calls are queued in the turn): no reallocation.
+        let mut caps = Vec::new();
+        for _ in 0..20 {
+            q.trim();
+            caps.push(q.q.capacity());
+            for _ in 0..5 * KEEP {
+                q.push(task());
+            }
+            while q.pop().is_some() {}
+        }
+        assert!(
+            caps[2..].iter().all(|&c| c >= 5 * KEEP) && caps[2..].windows(2).all(|w| w[0] == w[1]),
+            "room for the load kept between turns: {caps:?}"
+        );
         // A queue that never grew past `KEEP` is left alone.
         let mut q = ReadyQueue::default();
         for _ in 0..KEEP / 2 {

@@ -30,6 +30,44 @@ pub(crate) struct RemoteJob {
     pub(crate) loc: &'static Location<'static>,
 }
 
+/// Capacity, in calls, the remote queue's buffers keep past what recent
+/// turns took: a loop that gets fewer calls a turn never reallocates them.
+pub(crate) const REMOTE_KEEP: usize = 16 * 1024;
+
+/// The loop's half of the queue's double buffer: the `Vec` swapped with the
+/// queue at each drain, and what it takes to give a burst's memory back on
+/// both sides without reallocating under a steady load.
+#[derive(Default)]
+pub(crate) struct Spare {
+    pub(crate) jobs: Vec<RemoteJob>,
+    /// The most calls a drain took recently: halved each turn.
+    peak: usize,
+    /// The capacity handed to the queue at the last drain.
+    given: usize,
+}
+
+impl Spare {
+    /// Takes the queued calls into `jobs`.
+    pub(crate) fn take(&mut self, shared: &Shared) {
+        self.given = self.jobs.capacity();
+        shared.take_jobs(&mut self.jobs);
+        self.peak = self.peak.max(self.jobs.len());
+    }
+
+    /// Once a turn: frees either buffer, once empty, if it holds more than
+    /// `REMOTE_KEEP` and four times what recent drains took.
+    pub(crate) fn trim(&mut self, shared: &Shared) {
+        self.peak /= 2;
+        let keep = REMOTE_KEEP.max(4 * self.peak);
+        if self.jobs.is_empty() && self.jobs.capacity() > keep {
+            self.jobs = Vec::new();
+        }
+        if self.given > keep {
+            self.given = shared.shrink_if_empty(keep);
+        }
+    }
+}
+
 pub(crate) struct Queue {
     pub(crate) jobs: Vec<RemoteJob>,
     /// Calls ever queued: counted here, under the lock each call takes
@@ -137,9 +175,19 @@ impl Shared {
     }
 
     /// Moves every queued job into `spare` (which must be empty).
-    pub(crate) fn take_jobs(&self, spare: &mut Vec<RemoteJob>) {
+    fn take_jobs(&self, spare: &mut Vec<RemoteJob>) {
         self.wake_pending.store(false, Ordering::Release);
         std::mem::swap(&mut self.lock().jobs, spare);
+    }
+
+    /// Frees the queue's buffer if it is empty and holds more than `keep`;
+    /// returns its capacity.
+    fn shrink_if_empty(&self, keep: usize) -> usize {
+        let mut q = self.lock();
+        if q.jobs.is_empty() && q.jobs.capacity() > keep {
+            q.jobs = Vec::new();
+        }
+        q.jobs.capacity()
     }
 
     /// Refuses further calls and returns what was queued, to be dropped.

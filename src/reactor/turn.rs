@@ -17,11 +17,6 @@ use crate::Error;
 use std::io;
 use std::time::{Duration, Instant};
 
-/// Capacity, in calls, the remote queue's buffers keep: a loop that gets
-/// fewer remote calls a turn, or gets them without a pause, never
-/// reallocates them.
-const REMOTE_KEEP: usize = 16 * 1024;
-
 impl Inner {
     /// One turn. `max_wait` caps step 2 for a host that embeds the loop
     /// (embed.rs); `run()` passes `None`.
@@ -41,17 +36,12 @@ impl Inner {
     }
 
     /// Step 1: gives back the buffer space of cancelled timers, and of a
-    /// past burst in the ready queue and the remote queue's spare buffer
-    /// (which the remote queue's own buffer is swapped with at each drain,
-    /// so both shrink over two quiet turns).
+    /// past burst in the ready queue and the remote queue's two buffers,
+    /// each kept at a few times what recent turns used.
     fn trim(&self) {
         self.timers.borrow_mut().trim();
         self.ready.borrow_mut().trim();
-        // Not while calls are arriving: the producers would grow it again.
-        let mut spare = self.spare.borrow_mut();
-        if spare.capacity() > REMOTE_KEEP && !self.shared.wake_pending() {
-            *spare = Vec::new();
-        }
+        self.spare.borrow_mut().trim(&self.shared);
     }
 
     /// Step 2: zero if there is work, a pending stop, or events the last
@@ -119,8 +109,8 @@ impl Inner {
         // some thread queued one since the last drain.
         if self.shared.wake_pending() {
             let mut spare = self.spare.borrow_mut();
-            self.shared.take_jobs(&mut spare);
-            for job in spare.drain(..) {
+            spare.take(&self.shared);
+            for job in spare.jobs.drain(..) {
                 ready.push(Task {
                     job: Job::Call(job.f.into_local()),
                     ctx: Context::default(),
@@ -232,25 +222,67 @@ mod tests {
     }
 
     /// After a burst of remote calls, both buffers the remote queue swaps
-    /// are given back within two quiet turns; the ready queue's at once.
+    /// are given back within a few quiet turns, also when calls kept
+    /// arriving through the burst's drain (the last swap then hands the
+    /// queue an emptied big buffer).
     #[test]
     fn a_burst_s_buffers_are_given_back() {
+        use crate::reactor::remote::REMOTE_KEEP;
         let ev = EventLoop::new().unwrap();
         let remote = ev.remote();
         for _ in 0..100_000 {
             remote.call_soon_threadsafe(|_| {}).unwrap();
         }
-        for _ in 0..100_000 {
-            ev.call_soon(|_| {}).unwrap();
-        }
+        // A second burst queued while the first runs.
+        let r2 = remote.clone();
+        remote
+            .call_soon_threadsafe(move |_| {
+                for _ in 0..100_000 {
+                    r2.call_soon_threadsafe(|_| {}).unwrap();
+                }
+            })
+            .unwrap();
         let turn = || ev.run_once_timeout(Duration::ZERO).unwrap();
         turn();
-        assert!(ev.lp.inner.spare.borrow().capacity() >= 100_000);
-        for _ in 0..3 {
+        turn();
+        let spare = || ev.lp.inner.spare.borrow().jobs.capacity();
+        let queue = || ev.lp.inner.shared.lock().jobs.capacity();
+        assert!(spare().max(queue()) >= 100_000);
+        for _ in 0..10 {
             turn();
         }
         assert!(ev.lp.inner.ready.borrow().is_empty());
-        assert!(ev.lp.inner.spare.borrow().capacity() <= super::REMOTE_KEEP);
-        assert!(ev.lp.inner.shared.lock().jobs.capacity() <= super::REMOTE_KEEP);
+        assert!(spare() <= REMOTE_KEEP, "spare {}", spare());
+        assert!(queue() <= REMOTE_KEEP, "queue {}", queue());
+    }
+
+    /// A steady load larger than what is kept: no buffer is given back
+    /// between turns (it would only be grown again).
+    #[test]
+    fn a_steady_load_keeps_its_buffers() {
+        let ev = EventLoop::new().unwrap();
+        let remote = ev.remote();
+        let turn = || ev.run_once_timeout(Duration::ZERO).unwrap();
+        let caps = || {
+            (
+                ev.lp.inner.spare.borrow().jobs.capacity(),
+                ev.lp.inner.shared.lock().jobs.capacity(),
+            )
+        };
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            for _ in 0..40_000 {
+                remote.call_soon_threadsafe(|_| {}).unwrap();
+            }
+            turn();
+            seen.push(caps());
+        }
+        assert!(
+            seen[4..].iter().all(|&(a, b)| a >= 40_000 && b >= 40_000)
+                && seen[4..]
+                    .windows(2)
+                    .all(|w| w[0] == w[1] || w[0] == (w[1].1, w[1].0)),
+            "{seen:?}"
+        );
     }
 }
