@@ -1,6 +1,7 @@
 //! Framers deliver a bounded number of frames per connection per turn: one
 //! peer's burst of short lines cannot hold the loop; the rest follow in the
-//! next turns, in order, with reading paused meanwhile.
+//! next turns, in order, with reading held meanwhile (a hold of the
+//! framer's own, apart from the protocol's pause).
 
 use deferloop::net::framing::{FrameProtocol, LengthPrefixed, Lines, Prefix, FRAMES_PER_TURN};
 use deferloop::net::{memory, Transport};

@@ -299,3 +299,59 @@ fn a_framer_drops_clear_text_that_followed_starttls_in_the_same_read() {
         assert_eq!(got, ["HELO", "STARTTLS"], "{per_turn} per turn");
     }
 }
+
+/// Records each line, and whether the connection was TLS when it came;
+/// pauses reading at `STARTTLS`, leaving the upgrade to the test.
+struct PausesAtStartTls {
+    lines: Rc<RefCell<Vec<(String, bool)>>>,
+}
+
+impl deferloop::net::framing::FrameProtocol for PausesAtStartTls {
+    fn frame_received(&mut self, t: &Transport, line: &[u8]) {
+        let line = String::from_utf8_lossy(line).into_owned();
+        if line == "STARTTLS" {
+            t.pause_reading();
+        }
+        self.lines.borrow_mut().push((line, t.is_tls()));
+    }
+}
+
+/// The same injection when the upgrade comes later than `frame_received`
+/// (a protocol that pauses, answers from a callback, starts TLS, then
+/// resumes; or one whose lines wait for the next turns): lines that came
+/// in the clear are never delivered once the connection is TLS.
+#[test]
+fn clear_text_held_back_is_dropped_when_tls_starts_later() {
+    use deferloop::net::framing::Lines;
+    let pki = tls::localhost();
+    let ev = EventLoop::new().unwrap();
+    // Paused at STARTTLS; or a line a turn, upgraded after the first.
+    for per_turn in [64, 1] {
+        let lines = Rc::new(RefCell::new(Vec::new()));
+        let mut framer = Lines::new(PausesAtStartTls {
+            lines: lines.clone(),
+        });
+        framer.set_frames_per_turn(std::num::NonZeroUsize::new(per_turn).unwrap());
+        let (t, peer) = memory::open(&ev, framer).unwrap();
+        peer.send(b"HELO\r\nSTARTTLS\r\nRSET\r\nMAIL FROM:<evil>\r\n");
+        turn(&ev);
+        t.write(b"GO\r\n");
+        t.start_tls(StartTls::server(&tls::server(&pki))).unwrap();
+        t.resume_reading();
+        for _ in 0..5 {
+            turn(&ev);
+        }
+        let lines = lines.borrow();
+        assert!(
+            lines.iter().all(|(_, tls)| !tls),
+            "{per_turn} per turn: {lines:?}"
+        );
+        let want: &[&str] = if per_turn == 1 {
+            &["HELO"]
+        } else {
+            &["HELO", "STARTTLS"]
+        };
+        let got: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(got, want, "{per_turn} per turn");
+    }
+}

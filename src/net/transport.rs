@@ -301,6 +301,8 @@ impl Transport {
 
     /// Whether the connection is read: open, not paused (by the protocol,
     /// or by a framer holding a burst's frames for later turns), no EOF yet.
+    /// A protocol that wants reading paused calls `pause_reading` whatever
+    /// this says (it is idempotent): a framer's hold ends by itself.
     pub fn is_reading(&self) -> bool {
         self.with(|s| {
             matches!(s.phase, Phase::Open | Phase::Connecting)

@@ -338,7 +338,8 @@ struct Backlog {
     at: usize,
     per_turn: usize,
     delivered: usize,
-    /// The connection was in the clear when this delivery began.
+    /// The connection was in the clear when this delivery began (and so
+    /// when what waits was read).
     clear: bool,
 }
 
@@ -390,7 +391,18 @@ impl Backlog {
         decode: impl FnOnce(&[u8], &mut dyn FnMut(&[u8]) -> bool) -> Result<usize, FrameError>,
     ) -> Result<(), FrameError> {
         self.delivered = 0;
-        self.clear = !is_tls(t);
+        let clear = !is_tls(t);
+        if self.clear && !clear && self.rest.len() > self.at {
+            // What waits came in the clear, and TLS began since (started
+            // from a callback, or by the protocol between two turns).
+            log::warn!(
+                "deferloop: {} bytes received in the clear before a STARTTLS dropped",
+                self.rest.len() - self.at
+            );
+            (self.rest, self.at) = (Vec::new(), 0);
+            t.hold_reading(false);
+        }
+        self.clear = clear;
         let mut waiting = std::mem::take(&mut self.rest);
         let mut at = std::mem::take(&mut self.at);
         if !waiting.is_empty() && !data.is_empty() {
