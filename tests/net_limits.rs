@@ -49,6 +49,30 @@ fn a_silent_peer_is_disconnected_after_the_idle_timeout() {
     assert!(peer.is_closed());
 }
 
+/// Asks for an empty `data_received` on every one it gets (working
+/// through data of its own); counts them.
+struct Redelivers(std::rc::Rc<std::cell::Cell<u32>>);
+
+impl deferloop::net::Protocol for Redelivers {
+    fn data_received(&mut self, t: &deferloop::net::Transport, _: &[u8]) {
+        self.0.set(self.0.get() + 1);
+        t.redeliver();
+    }
+}
+
+/// A redelivery is the protocol's own work, not the peer talking: it does
+/// not push the idle deadline back.
+#[test]
+fn redeliveries_do_not_keep_a_silent_peer_connected() {
+    let ev = EventLoop::new().unwrap();
+    let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let (t, peer) = memory::open(&ev, Redelivers(calls.clone())).unwrap();
+    t.set_idle_timeout(Some(Duration::from_millis(100)));
+    peer.send(b"x");
+    run_until(&ev, T, || peer.is_closed());
+    assert!(calls.get() > 1, "redelivered");
+}
+
 #[test]
 fn turning_the_idle_timeout_off_keeps_the_connection() {
     let ev = EventLoop::new().unwrap();

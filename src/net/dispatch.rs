@@ -330,7 +330,9 @@ impl Source for Conn {
             if let Some(io) = st.io.as_mut() {
                 io.release_idle();
             }
-        } else {
+        }
+        // Only bytes from the peer count for its idle timeout.
+        if got {
             this.note_activity(lp);
         }
         let wants = this.finish(lp, &t, proto);

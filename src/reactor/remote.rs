@@ -57,8 +57,8 @@ impl Spare {
     /// Once a turn: frees either buffer, once empty, if it holds more than
     /// `REMOTE_KEEP` and four times what recent drains took.
     pub(crate) fn trim(&mut self, shared: &Shared) {
-        self.peak /= 2;
         let keep = REMOTE_KEEP.max(4 * self.peak);
+        self.peak /= 2;
         if self.jobs.is_empty() && self.jobs.capacity() > keep {
             self.jobs = Vec::new();
         }

@@ -270,15 +270,16 @@ mod tests {
             )
         };
         let mut seen = Vec::new();
-        for _ in 0..20 {
-            for _ in 0..40_000 {
+        for i in 0..30 {
+            // Not quite the same each turn.
+            for _ in 0..[33_000, 32_000, 32_000][i % 3] {
                 remote.call_soon_threadsafe(|_| {}).unwrap();
             }
             turn();
             seen.push(caps());
         }
         assert!(
-            seen[4..].iter().all(|&(a, b)| a >= 40_000 && b >= 40_000)
+            seen[4..].iter().all(|&(a, b)| a >= 33_000 && b >= 33_000)
                 && seen[4..]
                     .windows(2)
                     .all(|w| w[0] == w[1] || w[0] == (w[1].1, w[1].0)),

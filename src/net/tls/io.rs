@@ -189,6 +189,8 @@ impl TlsIo {
         loop {
             self.push_out()?;
             if !self.tls.is_handshaking() {
+                // The handshake's records do not count against the data's.
+                self.charged = 0;
                 return Ok(true);
             }
             match self.read_tls() {
