@@ -260,7 +260,6 @@ fn a_plain_client_at_a_tls_server_never_reaches_a_protocol() {
 /// resumes (which may be never).
 #[test]
 fn a_reset_while_a_tls_connection_is_paused_loses_it() {
-    use deferloop::net::tls::rustls;
     use std::sync::mpsc;
     let pki = tls::localhost();
     let ev = EventLoop::new().unwrap();
@@ -274,15 +273,9 @@ fn a_reset_while_a_tls_connection_is_paused_loses_it() {
         .unwrap();
     let addr = l.local_addr().as_inet().unwrap();
     // A blocking rustls client on a std socket, which it resets when told.
-    let config = tls::raw_client(&pki);
     let (go, wait) = mpsc::channel::<()>();
     let client = std::thread::spawn(move || {
-        let mut sock = TcpStream::connect(addr).unwrap();
-        let name = "localhost".try_into().unwrap();
-        let mut c = rustls::ClientConnection::new(config, name).unwrap();
-        while c.is_handshaking() {
-            c.complete_io(&mut sock).unwrap();
-        }
+        let (sock, _c) = tls::raw_connect(&pki, addr);
         wait.recv().unwrap();
         util::net::reset(sock);
     });

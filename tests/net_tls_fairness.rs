@@ -10,12 +10,10 @@
 mod tls;
 mod util;
 
-use deferloop::net::tls::rustls;
 use deferloop::net::{Protocol, Transport, READ_BUDGET};
 use deferloop::{EventLoop, Loop};
 use std::cell::RefCell;
 use std::io::Write;
-use std::net::TcpStream;
 use std::rc::Rc;
 use std::time::Duration;
 use util::run_until;
@@ -60,18 +58,12 @@ fn flood(len: usize, updates: usize, messages: usize) -> (Vec<u8>, usize) {
         )
         .unwrap();
     let addr = l.local_addr().as_inet().unwrap();
-    let config = tls::raw_client(&pki);
     // The flood is made in full before it is sent, so the socket stays
     // full while the server reads: how much it reads per turn is then the
     // server's choice, not the sender's pace.
     let (done, wait) = std::sync::mpsc::channel::<()>();
     let client = std::thread::spawn(move || {
-        let mut sock = TcpStream::connect(addr).unwrap();
-        let name = "localhost".try_into().unwrap();
-        let mut c = rustls::ClientConnection::new(config, name).unwrap();
-        while c.is_handshaking() {
-            c.complete_io(&mut sock).unwrap();
-        }
+        let (mut sock, mut c) = tls::raw_connect(&pki, addr);
         let message = vec![b'x'; len];
         let mut flood = Vec::new();
         for _ in 0..messages {

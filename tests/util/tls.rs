@@ -67,3 +67,21 @@ pub fn raw_client(p: &Pki) -> std::sync::Arc<deferloop::net::tls::rustls::Client
         .with_no_client_auth();
     std::sync::Arc::new(config)
 }
+
+/// A blocking rustls client (trusting `p`'s CA) connected to `addr` as
+/// `localhost`, its handshake done: a peer the test drives by hand.
+pub fn raw_connect(
+    p: &Pki,
+    addr: std::net::SocketAddr,
+) -> (
+    std::net::TcpStream,
+    deferloop::net::tls::rustls::ClientConnection,
+) {
+    let mut sock = std::net::TcpStream::connect(addr).unwrap();
+    let name = "localhost".try_into().unwrap();
+    let mut c = deferloop::net::tls::rustls::ClientConnection::new(raw_client(p), name).unwrap();
+    while c.is_handshaking() {
+        c.complete_io(&mut sock).unwrap();
+    }
+    (sock, c)
+}
