@@ -337,7 +337,6 @@ struct Backlog {
     rest: Vec<u8>,
     at: usize,
     per_turn: usize,
-    delivered: usize,
     /// The connection was in the clear when this delivery began (and so
     /// when what waits was read).
     clear: bool,
@@ -349,7 +348,6 @@ impl Default for Backlog {
             rest: Vec::new(),
             at: 0,
             per_turn: FRAMES_PER_TURN,
-            delivered: 0,
             clear: true,
         }
     }
@@ -390,7 +388,6 @@ impl Backlog {
         data: &[u8],
         decode: impl FnOnce(&[u8], &mut dyn FnMut(&[u8]) -> bool) -> Result<usize, FrameError>,
     ) -> Result<(), FrameError> {
-        self.delivered = 0;
         let clear = !is_tls(t);
         if self.clear && !clear && self.rest.len() > self.at {
             // What waits came in the clear, and TLS began since (started
@@ -422,13 +419,14 @@ impl Backlog {
             &waiting[at..]
         };
         let mut stop = Stop::No;
-        let (clear, per_turn, delivered) = (self.clear, self.per_turn, &mut self.delivered);
+        let (clear, per_turn) = (self.clear, self.per_turn);
+        let mut delivered = 0;
         let r = decode(input, &mut |frame| {
-            *delivered += 1;
+            delivered += 1;
             inner.frame_received(t, frame);
             if t.is_closing() || (clear && is_tls(t)) {
                 stop = Stop::Drop;
-            } else if *delivered == per_turn {
+            } else if delivered == per_turn {
                 stop = Stop::Budget;
             } else if t.reading_paused() {
                 stop = Stop::Paused;
