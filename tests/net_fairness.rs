@@ -22,9 +22,15 @@ struct Server {
     flood_bytes: Rc<Cell<usize>>,
     /// (turn, bytes read from a flooding connection in that turn)
     per_turn: Rc<RefCell<Vec<(u64, usize)>>>,
+    /// Every accepted connection, in order: the flood's is the first.
+    conns: Rc<RefCell<Vec<Transport>>>,
 }
 
 impl Protocol for Server {
+    fn connection_made(&mut self, t: &Transport) {
+        self.conns.borrow_mut().push(t.clone());
+    }
+
     fn data_received(&mut self, t: &Transport, data: &[u8]) {
         if data == b"ping" {
             t.write(b"pong");
@@ -60,23 +66,43 @@ fn a_flooding_connection_does_not_delay_a_ping_on_another() {
     let ev = EventLoop::new().unwrap();
     let flood_bytes = Rc::new(Cell::new(0));
     let per_turn = Rc::new(RefCell::new(Vec::new()));
-    let (lp, fb, pt) = (ev.handle(), flood_bytes.clone(), per_turn.clone());
+    let conns = Rc::new(RefCell::new(Vec::new()));
+    let (lp, fb, pt, cs) = (
+        ev.handle(),
+        flood_bytes.clone(),
+        per_turn.clone(),
+        conns.clone(),
+    );
     let l = ev
         .listen_tcp("127.0.0.1:0".parse().unwrap(), move || Server {
             lp: lp.clone(),
             flood_bytes: fb.clone(),
             per_turn: pt.clone(),
+            conns: cs.clone(),
         })
         .unwrap();
     let addr: SocketAddr = l.local_addr().as_inet().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
+    // `full` is set once the flood's socket buffers are full after `want_full`.
+    let (want_full, full) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (stop2, want_full2, full2) = (stop.clone(), want_full.clone(), full.clone());
     let flooder = std::thread::spawn(move || {
         let mut s = TcpStream::connect(addr).unwrap();
+        s.set_nonblocking(true).unwrap();
         let chunk = vec![b'f'; 1 << 16];
         while !stop2.load(Ordering::Relaxed) {
-            if s.write_all(&chunk).is_err() {
-                break;
+            match s.write(&chunk) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if want_full2.load(Ordering::SeqCst) {
+                        full2.store(true, Ordering::SeqCst);
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(_) => break,
             }
         }
     });
@@ -97,6 +123,21 @@ fn a_flooding_connection_does_not_delay_a_ping_on_another() {
             .connected(),
         )
         .unwrap();
+    // The flood must still have data while the ping is served, whatever the
+    // flooding thread's scheduling: stop reading it until its socket buffers
+    // are full (nothing reads them while the loop is not turning), then ping.
+    let flood = conns.borrow()[0].clone();
+    flood.pause_reading();
+    want_full.store(true, Ordering::SeqCst);
+    let deadline = std::time::Instant::now() + T;
+    while !full.load(Ordering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flood never filled its buffers"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    flood.resume_reading();
     let sent_at = ev.turn_count();
     let before = flood_bytes.get();
     pinger.write(b"ping");
