@@ -33,9 +33,11 @@ fn a_burst_of_lines_is_delivered_a_budget_per_turn_in_order() {
     peer.send(burst.as_bytes());
     turn(&ev);
     assert_eq!(got.0.borrow().len(), FRAMES_PER_TURN);
-    assert!(!t.is_reading(), "reading waits for the backlog");
     peer.send(b"after\r\n");
-    let mut turns = 1;
+    turn(&ev);
+    assert_eq!(peer.unread(), 7, "reading waits for the backlog");
+    assert!(t.is_reading(), "the framer's hold is not a pause");
+    let mut turns = 2;
     while got.0.borrow().len() < 1001 {
         turn(&ev);
         turns += 1;
@@ -47,6 +49,7 @@ fn a_burst_of_lines_is_delivered_a_budget_per_turn_in_order() {
         assert_eq!(line, i.to_string().as_bytes());
     }
     assert_eq!(got[1000], b"after");
+    assert_eq!(peer.unread(), 0);
     assert!(t.is_reading());
 }
 
@@ -155,19 +158,23 @@ fn a_protocol_s_resume_reading_does_not_lift_the_framer_s_hold() {
     turn(&ev);
     let first = got.0.borrow().len();
     assert_eq!(first, FRAMES_PER_TURN);
-    assert!(!t.is_reading(), "held while the first read's lines wait");
+    let left = peer.unread();
+    assert!(left > 0, "held while the first read's lines wait");
     for _ in 0..10 {
         turn(&ev);
     }
     assert_eq!(got.0.borrow().len(), 11 * FRAMES_PER_TURN);
-    assert!(
-        !t.is_reading(),
+    assert_eq!(
+        peer.unread(),
+        left,
         "still held: the first read is not delivered"
     );
+    assert!(t.is_reading(), "the framer's hold is not a pause");
     while got.0.borrow().len() < n {
         turn(&ev);
     }
     assert_eq!(got.0.borrow().len(), n);
+    assert_eq!(peer.unread(), 0);
     assert!(t.is_reading());
 }
 

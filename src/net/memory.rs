@@ -211,6 +211,12 @@ impl Peer {
         }
     }
 
+    /// How many bytes the peer sent that the transport has not read yet: what
+    /// a socket would hold in its receive buffer while reading is paused.
+    pub fn unread(&self) -> usize {
+        self.pipe.borrow().inbound.len()
+    }
+
     /// How many writes reached the "socket": what would be system calls.
     pub fn write_calls(&self) -> u64 {
         self.pipe.borrow().writes

@@ -299,15 +299,16 @@ impl Transport {
         }
     }
 
-    /// Whether the connection is read: open, not paused (by the protocol,
-    /// or by a framer holding a burst's frames for later turns), no EOF yet.
-    /// A protocol that wants reading paused calls `pause_reading` whatever
-    /// this says (it is idempotent): a framer's hold ends by itself.
+    /// Whether the connection is read: open, not paused by the protocol
+    /// ([`pause_reading`](Self::pause_reading)), no EOF yet (asyncio's
+    /// `is_reading`). A framer holding the rest of a burst's frames for later
+    /// turns (net/framing) also leaves the socket unread meanwhile, but that
+    /// hold ends by itself and is not shown here: `false` always means a
+    /// pause someone has to lift.
     pub fn is_reading(&self) -> bool {
         self.with(|s| {
             matches!(s.phase, Phase::Open | Phase::Connecting)
                 && !s.reading_paused
-                && !s.held
                 && !s.eof_received
         })
         .unwrap_or(false)
