@@ -9,57 +9,21 @@ use deferloop::net::framing::{
 };
 use deferloop::net::{memory, Protocol, Transport};
 use deferloop::EventLoop;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-struct Counting;
-
-thread_local! {
-    /// (live bytes allocated by this thread, their peak).
-    static COUNT: Cell<(isize, isize)> = const { Cell::new((0, 0)) };
-}
-
-fn note(delta: isize) {
-    let _ = COUNT.try_with(|c| {
-        let (live, peak) = c.get();
-        c.set((live + delta, peak.max(live + delta)));
-    });
-}
-
-// SAFETY: every call is forwarded to `System` with the same arguments; the
-// counters are statistics (a const thread-local, which does not allocate).
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        note(l.size() as isize);
-        // SAFETY: the caller's contract is `System`'s.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        note(-(l.size() as isize));
-        // SAFETY: as above.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        note(new as isize - l.size() as isize);
-        // SAFETY: as above.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
+#[path = "util/alloc_count.rs"]
+mod alloc_count;
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: alloc_count::Counting = alloc_count::Counting;
 
 /// Peak bytes allocated by `f` on this thread, above what was live before.
 fn peak_growth(f: impl FnOnce()) -> isize {
-    let start = COUNT.with(|c| {
-        let (live, _) = c.get();
-        c.set((live, live));
-        live
-    });
+    let start = alloc_count::reset_peak();
     f();
-    COUNT.with(|c| c.get().1) - start
+    alloc_count::peak() - start
 }
 
 /// A line that began in an earlier read and ends, far over the limit, in a
@@ -132,9 +96,9 @@ fn length_decoder_allocations_stay_within_twice_the_limit() {
 
 /// Bytes still allocated by this thread after `f`, above those before it.
 fn held_after(f: impl FnOnce()) -> isize {
-    let before = COUNT.with(|c| c.get().0);
+    let before = alloc_count::live();
     f();
-    COUNT.with(|c| c.get().0) - before
+    alloc_count::live() - before
 }
 
 struct Count(Rc<Cell<usize>>);
