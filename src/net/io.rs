@@ -82,9 +82,6 @@ pub(crate) trait StreamIo: 'static {
     fn take_writable(&mut self) -> bool {
         false
     }
-    /// The connection is quiet (a dispatch read nothing): give back the
-    /// memory of buffers that are empty, as the core does with its own.
-    fn release_idle(&mut self) {}
     /// A graceful close's last words (TLS: close_notify), before the socket
     /// closes: `Ok(true)` once written, `Ok(false)` if the socket is full.
     fn finish_close(&mut self) -> io::Result<bool> {
@@ -97,14 +94,63 @@ pub(crate) trait StreamIo: 'static {
     }
 }
 
-/// Writes a prefix of `parts`, as `writev` would, but through `write`.
-///
-/// `writev` takes no flags, so it cannot say `MSG_NOSIGNAL` as std's `write` on
-/// a socket does: a write to a peer that vanished (a Unix peer gone, a TCP
-/// peer gone after half-closing) would raise SIGPIPE and kill a process that
-/// does not ignore it. So the parts are copied into one buffer, up to 4 KiB,
-/// and sent with one `write`: still one system call for a header and a body; a
-/// first part at least that large is written alone, uncopied.
+/// At most this many parts go to one `sendmsg` (far below any `IOV_MAX`;
+/// rustls hands over at most 64 records at a time).
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly"
+))]
+const MAX_PARTS: usize = 64;
+
+/// Writes a prefix of `parts` to the socket `s`: one `sendmsg` with
+/// `MSG_NOSIGNAL` where the system has that flag. (`writev` takes no flags,
+/// so it cannot say `MSG_NOSIGNAL` as std's `write` on a socket does: a
+/// write to a peer that vanished would raise SIGPIPE and kill a process that
+/// does not ignore it; tests/net_faults.rs runs that case with SIGPIPE at
+/// its default action.) Elsewhere, [`write_vectored`]'s copy.
+fn socket_write_vectored<S: StreamIo + AsRawFd + ?Sized>(
+    s: &mut S,
+    parts: &[IoSlice<'_>],
+) -> io::Result<usize> {
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly"
+    ))]
+    if parts.len() > 1 {
+        let parts = &parts[..parts.len().min(MAX_PARTS)];
+        // SAFETY: an all-zero `msghdr` is a valid one: no address, no
+        // control data, no parts.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        // `IoSlice` is ABI-compatible with `iovec` on Unix (std's
+        // documentation), and `sendmsg` only reads the parts.
+        msg.msg_iov = parts.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = parts.len() as _;
+        // SAFETY: `s` owns the open socket `fd`; `msg` points at `parts`,
+        // borrowed for the whole call.
+        let n = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        return if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        };
+    }
+    write_vectored(s, parts)
+}
+
+/// Writes a prefix of `parts`, as `writev` would, but through `write`: for
+/// a stream with no vectored write of its own (the in-memory one), and
+/// sockets on systems without `MSG_NOSIGNAL` (see [`socket_write_vectored`]).
+/// The parts are copied into one buffer, up to 4 KiB, and sent with one
+/// `write`: still one call for a header and a body; a first part at least
+/// that large is written alone, uncopied.
 pub(crate) fn write_vectored<S: StreamIo + ?Sized>(
     s: &mut S,
     parts: &[IoSlice<'_>],
@@ -135,6 +181,9 @@ macro_rules! kernel_stream {
             }
             fn write(&mut self, data: &[u8]) -> io::Result<usize> {
                 Write::write(self, data)
+            }
+            fn write_vectored(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize> {
+                socket_write_vectored(self, parts)
             }
             fn shutdown_write(&mut self) -> io::Result<()> {
                 self.shutdown(Shutdown::Write)
@@ -191,6 +240,9 @@ impl StreamIo for Tcp {
     }
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         StreamIo::write(&mut self.0, data)
+    }
+    fn write_vectored(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize> {
+        StreamIo::write_vectored(&mut self.0, parts)
     }
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.0.shutdown_write()

@@ -20,10 +20,6 @@ use std::rc::Rc;
 /// cancel it once the handshake is done (or the stream dropped).
 pub(crate) type DeadlineSlot = Rc<Cell<Option<Handle>>>;
 
-/// Keep at most this much capacity in the output buffer once it is empty,
-/// so a quiet connection does not hold on to a burst's memory.
-const KEEP_OUT: usize = 128 * 1024;
-
 /// What a record costs a read's budget beyond its bytes: a key update (27
 /// bytes) takes about 3 µs to process, a byte of data about 1 ns to
 /// decrypt, a small record a few hundred ns. See `TlsIo::charge`.
@@ -34,9 +30,11 @@ pub(crate) struct TlsIo {
     tls: rustls::Connection,
     /// The inner stream's connect is done.
     inner_up: bool,
-    /// Bytes for the socket, in order: `out[sent..]`. Records are taken from
-    /// rustls into this one buffer, so a burst is one `send`, not one per
-    /// record; before them, plaintext written before `start_tls`.
+    /// Plaintext written before `start_tls`, for the socket before any
+    /// record: `out[sent..]`. Records go from rustls's own buffer straight
+    /// to the socket, several in one `writev`; what the socket does not
+    /// take stays there, and rustls frees each record once it is sent, so
+    /// a connection keeps no buffer of a burst once it is out.
     out: Vec<u8>,
     sent: usize,
     /// Bytes received before `start_tls` that belong to the handshake: fed
@@ -93,19 +91,10 @@ impl TlsIo {
         }
     }
 
-    /// Moves what rustls has to send into `out`, then writes `out` to the
-    /// socket. `Ok(true)`: all of it is out; `Ok(false)`: the socket is full.
+    /// Writes what is waiting to the socket: the plaintext of before
+    /// `start_tls`, then rustls's records. `Ok(true)`: all of it is out;
+    /// `Ok(false)`: the socket is full.
     fn push_out(&mut self) -> io::Result<bool> {
-        if self.tls.wants_write() {
-            if self.sent == self.out.len() {
-                self.out.clear();
-                self.sent = 0;
-            }
-            while self.tls.wants_write() {
-                // Writing to a Vec cannot fail.
-                let _ = self.tls.write_tls(&mut self.out);
-            }
-        }
         while self.sent < self.out.len() {
             match self.inner.write(&self.out[self.sent..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -115,10 +104,18 @@ impl TlsIo {
                 Err(e) => return Err(e),
             }
         }
-        self.out.clear();
-        self.sent = 0;
-        if self.out.capacity() > KEEP_OUT {
-            self.out.shrink_to(KEEP_OUT);
+        if self.out.capacity() > 0 {
+            self.out = Vec::new();
+            self.sent = 0;
+        }
+        while self.tls.wants_write() {
+            match self.tls.write_tls(&mut Sink(&mut *self.inner)) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
         if std::mem::take(&mut self.shutdown_after_flush) {
             self.inner.shutdown_write()?;
@@ -242,6 +239,22 @@ impl TlsIo {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         Ok(n)
+    }
+}
+
+/// The socket as rustls writes records to it: several records in one
+/// `writev`.
+struct Sink<'a>(&'a mut dyn StreamIo);
+
+impl Write for Sink<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.0.write(data)
+    }
+    fn write_vectored(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.0.write_vectored(parts)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -422,12 +435,6 @@ impl StreamIo for TlsIo {
     }
     fn take_spent(&mut self) -> bool {
         std::mem::take(&mut self.spent)
-    }
-    fn release_idle(&mut self) {
-        if self.sent == self.out.len() && self.out.capacity() > 0 {
-            self.out = Vec::new();
-            self.sent = 0;
-        }
     }
     fn has_pending(&self) -> bool {
         self.sent < self.out.len() || self.tls.wants_write()
