@@ -112,6 +112,12 @@ impl State {
             && self.io.is_some()
     }
 
+    /// A layer (TLS) still has output of its own: records it accepted, or
+    /// its close_notify. The write side is done only once this is false.
+    pub(crate) fn layer_pending(&self) -> bool {
+        self.io.as_ref().is_some_and(|io| io.has_pending())
+    }
+
     pub(crate) fn accepts_writes(&self) -> bool {
         matches!(self.phase, Phase::Open | Phase::Connecting) && !self.eof_requested
     }
@@ -438,14 +444,24 @@ impl Conn {
                 return self.close_now(lp, st, reason);
             }
         }
+        // A layer's records go before its EOF (TLS: close_notify), and both
+        // before a close: `flush_layer` comes back here once they are out.
         if st.eof_requested && !st.eof_written {
+            if st.layer_pending() {
+                return;
+            }
             st.eof_written = true;
             let r = st.io.as_mut().map_or(Ok(()), |io| io.shutdown_write());
-            match r {
-                Err(e) => self.close_now(lp, st, Some(Failure::new(e))),
-                Ok(()) if st.eof_received => self.close_now(lp, st, None),
-                Ok(()) => {}
+            if let Err(e) = r {
+                return self.close_now(lp, st, Some(Failure::new(e)));
             }
+        }
+        if st.eof_written
+            && st.eof_received
+            && matches!(st.phase, Phase::Open)
+            && !st.layer_pending()
+        {
+            self.close_now(lp, st, None);
         }
     }
 

@@ -218,10 +218,15 @@ impl Conn {
                 Step::Eof => {
                     let mut keep_open = false;
                     if self.call(lp, proto, |p| keep_open = p.eof_received(t)) {
-                        let written = self.st.borrow().eof_written;
+                        let (written, pending) = {
+                            let st = self.st.borrow();
+                            (st.eof_written, st.layer_pending())
+                        };
                         if !keep_open {
                             t.close();
-                        } else if written {
+                        } else if written && !pending {
+                            // Both sides done. (With a layer's output still
+                            // pending, `after_drain` closes once it is out.)
                             self.close_now(lp, &mut self.st.borrow_mut(), None);
                         }
                     }
