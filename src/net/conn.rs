@@ -444,12 +444,11 @@ impl Conn {
                 return self.close_now(lp, st, reason);
             }
         }
-        // A layer's records go before its EOF (TLS: close_notify), and both
-        // before a close: `flush_layer` comes back here once they are out.
+        // A layer queues its EOF behind its records (TLS: close_notify, then
+        // the socket's shutdown, however they leave: on a writable edge or
+        // answering a read). A close waits for them: `flush_layer` comes
+        // back here once they are out; reads have stopped by then.
         if st.eof_requested && !st.eof_written {
-            if st.layer_pending() {
-                return;
-            }
             st.eof_written = true;
             let r = st.io.as_mut().map_or(Ok(()), |io| io.shutdown_write());
             if let Err(e) = r {
