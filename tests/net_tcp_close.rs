@@ -407,3 +407,77 @@ fn a_close_made_while_connecting_aborts_after_the_linger_time() {
         "aborted after the default 30 s linger"
     );
 }
+
+/// Replies with far more than the kernel buffers hold, then `write_eof`:
+/// to the request (`on_eof` false) or to the peer's EOF.
+struct BigReply {
+    on_eof: bool,
+    replied: Rc<Cell<bool>>,
+    lost: Rc<RefCell<Option<Option<std::io::ErrorKind>>>>,
+}
+
+impl BigReply {
+    fn reply(&self, t: &Transport) {
+        t.write(&vec![0; 16 << 20]);
+        t.write_eof();
+        self.replied.set(true);
+    }
+}
+
+impl Protocol for BigReply {
+    fn connection_made(&mut self, t: &Transport) {
+        t.set_linger(Duration::from_millis(200));
+        // Above its high-water mark a connection is not read by default, so
+        // a peer's EOF after a big reply would not be seen (the opt-in idle
+        // timeout bounds that case); here it is, to reach the EOF path.
+        t.set_read_while_write_paused(true);
+    }
+    fn data_received(&mut self, t: &Transport, _: &[u8]) {
+        if !self.on_eof {
+            self.reply(t);
+        }
+    }
+    fn eof_received(&mut self, t: &Transport) -> bool {
+        if self.on_eof {
+            self.reply(t);
+        }
+        true
+    }
+    fn connection_lost(&mut self, _: &Transport, reason: Option<Failure>) {
+        let kind = reason.map(|f| f.downcast_ref::<std::io::Error>().unwrap().kind());
+        *self.lost.borrow_mut() = Some(kind);
+    }
+}
+
+/// A peer that half-closes and never reads the reply: once both sides have
+/// ended, `write_eof` is a close, so the linger time bounds the wait for
+/// the peer to take the rest (before, the connection was held for good).
+#[test]
+fn a_peer_that_half_closes_and_never_reads_cannot_hold_the_connection() {
+    for on_eof in [true, false] {
+        let ev = EventLoop::new().unwrap();
+        let (replied, lost) = (Rc::new(Cell::new(false)), Rc::new(RefCell::new(None)));
+        let (r2, l2) = (replied.clone(), lost.clone());
+        let l = ev
+            .listen_tcp(local(), move || BigReply {
+                on_eof,
+                replied: r2.clone(),
+                lost: l2.clone(),
+            })
+            .unwrap();
+        let mut peer = TcpStream::connect(l.local_addr().as_inet().unwrap()).unwrap();
+        peer.write_all(b"request").unwrap();
+        if !on_eof {
+            // The reply and its EOF are asked for before the peer ends.
+            run_until(&ev, T, || replied.get());
+        }
+        peer.shutdown(Shutdown::Write).unwrap();
+        run_until(&ev, T, || lost.borrow().is_some());
+        assert_eq!(
+            *lost.borrow(),
+            Some(Some(std::io::ErrorKind::TimedOut)),
+            "on_eof {on_eof}: aborted after the linger time"
+        );
+        drop(peer);
+    }
+}

@@ -112,12 +112,6 @@ impl State {
             && self.io.is_some()
     }
 
-    /// A layer (TLS) still has output of its own: records it accepted, or
-    /// its close_notify. The write side is done only once this is false.
-    pub(crate) fn layer_pending(&self) -> bool {
-        self.io.as_ref().is_some_and(|io| io.has_pending())
-    }
-
     pub(crate) fn accepts_writes(&self) -> bool {
         matches!(self.phase, Phase::Open | Phase::Connecting) && !self.eof_requested
     }
@@ -445,22 +439,15 @@ impl Conn {
             }
         }
         // A layer queues its EOF behind its records (TLS: close_notify, then
-        // the socket's shutdown, however they leave: on a writable edge or
-        // answering a read). A close waits for them: `flush_layer` comes
-        // back here once they are out; reads have stopped by then.
+        // the socket's shutdown), however they leave: on a writable edge or
+        // answering a read. (Once both sides have ended, the connection is
+        // closing instead: see `Transport::write_eof` and dispatch's EOF.)
         if st.eof_requested && !st.eof_written {
             st.eof_written = true;
             let r = st.io.as_mut().map_or(Ok(()), |io| io.shutdown_write());
             if let Err(e) = r {
-                return self.close_now(lp, st, Some(Failure::new(e)));
+                self.close_now(lp, st, Some(Failure::new(e)));
             }
-        }
-        if st.eof_written
-            && st.eof_received
-            && matches!(st.phase, Phase::Open)
-            && !st.layer_pending()
-        {
-            self.close_now(lp, st, None);
         }
     }
 

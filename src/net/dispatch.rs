@@ -218,16 +218,11 @@ impl Conn {
                 Step::Eof => {
                     let mut keep_open = false;
                     if self.call(lp, proto, |p| keep_open = p.eof_received(t)) {
-                        let (written, pending) = {
-                            let st = self.st.borrow();
-                            (st.eof_written, st.layer_pending())
-                        };
-                        if !keep_open {
+                        // Both sides ended (`write_eof` was asked): a
+                        // close, which sends what is left (a layer's too)
+                        // within the linger time.
+                        if !keep_open || self.st.borrow().eof_requested {
                             t.close();
-                        } else if written && !pending {
-                            // Both sides done. (With a layer's output still
-                            // pending, `after_drain` closes once it is out.)
-                            self.close_now(lp, &mut self.st.borrow_mut(), None);
                         }
                     }
                     break;

@@ -172,6 +172,11 @@ impl Transport {
 
     /// Closes the write side once the buffer is flushed (TCP `shutdown(SHUT_WR)`):
     /// the peer reads end-of-file; reading goes on. Later writes are ignored.
+    /// Once the peer has ended too (here, or when its EOF comes and
+    /// `eof_received` keeps the connection open), this is a
+    /// [`close`](Self::close): what is buffered goes out, then the socket
+    /// closes, within the linger time. So a peer that half-closes and never
+    /// reads the reply cannot hold the connection forever.
     pub fn write_eof(&self) {
         let Some((conn, lp)) = self.live() else {
             return;
@@ -181,6 +186,10 @@ impl Transport {
             return;
         }
         st.eof_requested = true;
+        if st.eof_received {
+            drop(st);
+            return conn.close(&lp, None);
+        }
         conn.after_drain(&lp, &mut st);
     }
 
