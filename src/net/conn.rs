@@ -423,6 +423,19 @@ impl Conn {
         if !st.wbuf.is_empty() || matches!(st.phase, Phase::Connecting) {
             return;
         }
+        // A `write_eof` asked for shuts the write side first, closing or not
+        // (once both sides have ended the connection is closing: see
+        // `Transport::write_eof` and dispatch's EOF). A layer queues its EOF
+        // behind its records (TLS: close_notify, then the socket's
+        // shutdown), however they leave: on a writable edge or answering a
+        // read.
+        if st.eof_requested && !st.eof_written {
+            st.eof_written = true;
+            let r = st.io.as_mut().map_or(Ok(()), |io| io.shutdown_write());
+            if let Err(e) = r {
+                return self.close_now(lp, st, Some(Failure::new(e)));
+            }
+        }
         if matches!(st.phase, Phase::Closing(_)) {
             // A layer's last words (TLS: close_notify) go out first.
             match st.io.as_mut().map_or(Ok(true), |io| io.finish_close()) {
@@ -435,18 +448,7 @@ impl Conn {
             }
             if let Phase::Closing(reason) = &mut st.phase {
                 let reason = reason.take();
-                return self.close_now(lp, st, reason);
-            }
-        }
-        // A layer queues its EOF behind its records (TLS: close_notify, then
-        // the socket's shutdown), however they leave: on a writable edge or
-        // answering a read. (Once both sides have ended, the connection is
-        // closing instead: see `Transport::write_eof` and dispatch's EOF.)
-        if st.eof_requested && !st.eof_written {
-            st.eof_written = true;
-            let r = st.io.as_mut().map_or(Ok(()), |io| io.shutdown_write());
-            if let Err(e) = r {
-                self.close_now(lp, st, Some(Failure::new(e)));
+                self.close_now(lp, st, reason);
             }
         }
     }
