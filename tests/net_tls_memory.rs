@@ -38,19 +38,7 @@ impl Protocol for Replies {
         if !self.small_sndbuf {
             return;
         }
-        let size: libc::c_int = 8192;
-        // SAFETY: a setsockopt on the connection's own open socket, with a
-        // pointer to a c_int and its size.
-        let r = unsafe {
-            libc::setsockopt(
-                t.raw_fd().unwrap(),
-                libc::SOL_SOCKET,
-                libc::SO_SNDBUF,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0);
+        util::net::set_send_buffer(t, 8192);
     }
     fn data_received(&mut self, t: &Transport, data: &[u8]) {
         let n: usize = std::str::from_utf8(data).unwrap().trim().parse().unwrap();

@@ -40,20 +40,7 @@ impl Reply {
 
 impl Protocol for Reply {
     fn connection_made(&mut self, t: &Transport) {
-        let fd = t.raw_fd().unwrap();
-        let size: libc::c_int = 8192;
-        // SAFETY: a setsockopt on the connection's own open socket, with a
-        // pointer to a c_int and its size.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_SNDBUF,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0);
+        util::net::set_send_buffer(t, 8192);
     }
     fn data_received(&mut self, t: &Transport, _: &[u8]) {
         if !self.in_eof {

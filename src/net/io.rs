@@ -94,18 +94,6 @@ pub(crate) trait StreamIo: 'static {
     }
 }
 
-/// At most this many parts go to one `sendmsg` (far below any `IOV_MAX`;
-/// rustls hands over at most 64 records at a time).
-#[cfg(any(
-    target_os = "linux",
-    target_os = "android",
-    target_os = "freebsd",
-    target_os = "netbsd",
-    target_os = "openbsd",
-    target_os = "dragonfly"
-))]
-const MAX_PARTS: usize = 64;
-
 /// Writes a prefix of `parts` to the socket `s`: one `sendmsg` with
 /// `MSG_NOSIGNAL` where the system has that flag. (`writev` takes no flags,
 /// so it cannot say `MSG_NOSIGNAL` as std's `write` on a socket does: a
@@ -125,6 +113,9 @@ fn socket_write_vectored<S: StreamIo + AsRawFd + ?Sized>(
         target_os = "dragonfly"
     ))]
     if parts.len() > 1 {
+        /// At most this many parts go to one `sendmsg` (far below any
+        /// `IOV_MAX`; rustls hands over at most 64 records at a time).
+        const MAX_PARTS: usize = 64;
         let parts = &parts[..parts.len().min(MAX_PARTS)];
         // SAFETY: an all-zero `msghdr` is a valid one: no address, no
         // control data, no parts.

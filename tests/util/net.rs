@@ -156,3 +156,20 @@ pub fn full_listener() -> (std::net::TcpListener, std::net::TcpStream, SocketAdd
     let filler = std::net::TcpStream::connect(addr).unwrap(); // takes the one slot
     (listener, filler, addr)
 }
+
+/// Sets the socket send buffer of `t`'s connection to `bytes` (the kernel
+/// doubles it): so that a reply fills it and waits for writable edges.
+pub fn set_send_buffer(t: &Transport, bytes: libc::c_int) {
+    // SAFETY: a setsockopt on the connection's own open socket, with a
+    // pointer to a local c_int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            t.raw_fd().unwrap(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+}
