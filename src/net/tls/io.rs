@@ -32,7 +32,7 @@ pub(crate) struct TlsIo {
     inner_up: bool,
     /// Plaintext written before `start_tls`, for the socket before any
     /// record: `out[sent..]`. Records go from rustls's own buffer straight
-    /// to the socket, several in one `writev`; what the socket does not
+    /// to the socket, several in one `sendmsg`; what the socket does not
     /// take stays there, and rustls frees each record once it is sent, so
     /// a connection keeps no buffer of a burst once it is out.
     out: Vec<u8>,
@@ -243,7 +243,7 @@ impl TlsIo {
 }
 
 /// The socket as rustls writes records to it: several records in one
-/// `writev`.
+/// vectored write (`sendmsg` on a socket, net/io.rs).
 struct Sink<'a>(&'a mut dyn StreamIo);
 
 impl Write for Sink<'_> {
