@@ -289,3 +289,42 @@ fn a_panicking_process_protocol_is_contained() {
     assert!(status.success());
     assert_eq!(*reported.borrow(), 1);
 }
+
+/// A child is not a peer to guard against: its stdin has no write timeout,
+/// so one that reads only after a long computation loses nothing.
+#[test]
+fn a_child_that_reads_its_stdin_late_keeps_it() {
+    let go = std::env::temp_dir().join(format!("deferloop-go-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
+    let clock = deferloop::ManualClock::new();
+    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
+    let (rec, log) = Recorder::new();
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.01; done; exec cat",
+        go.display()
+    );
+    let p = ev
+        .run_until(ev.spawn_process(&mut sh(&script), rec))
+        .unwrap();
+    let stdin = p.stdin().unwrap();
+    assert_eq!(stdin.write_timeout(), None);
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    p.write(&data);
+    let turns = || {
+        for _ in 0..3 {
+            ev.call_soon(|_| {}).unwrap();
+            ev.run_once().unwrap();
+        }
+    };
+    turns();
+    assert!(stdin.write_buffer_size() > 0, "the pipe is full");
+    clock.advance(Duration::from_secs(3600));
+    turns();
+    assert!(p.stdin().is_some(), "still open after an hour");
+    std::fs::write(&go, b"").unwrap();
+    p.close_stdin();
+    let status = ev.run_until(p.wait()).unwrap();
+    let _ = std::fs::remove_file(&go);
+    assert!(status.success());
+    assert!(util::stdout(&log.borrow()) == data, "every byte came back");
+}

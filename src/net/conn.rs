@@ -53,6 +53,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default time a graceful `close` may take to flush before it aborts.
 pub const DEFAULT_LINGER: Duration = Duration::from_secs(30);
 
+/// Default time output may wait on a peer that takes none of it before the
+/// connection aborts (nginx's `send_timeout`); see
+/// [`Transport::set_write_timeout`].
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The state of one stream connection. Borrowed only while no user code runs.
 pub(crate) struct State {
     pub(crate) io: Option<Box<dyn StreamIo>>,
@@ -97,6 +102,12 @@ pub(crate) struct State {
     pub(crate) idle_timer: Option<Handle>,
     /// When data last arrived (only kept while an idle timeout is set).
     pub(crate) last_read: Instant,
+    /// Abort when the peer takes none of the waiting output for this long.
+    pub(crate) write_timeout: Option<Duration>,
+    pub(crate) write_timer: Option<Handle>,
+    /// Since when output has waited on a socket that said `WouldBlock` (and
+    /// gave no writable edge since): see `deadlines.rs`.
+    pub(crate) stalled_since: Option<Instant>,
     /// `close()` called while connecting: the reason, to close with once up.
     pub(crate) close_when_up: Option<Option<Failure>>,
 }
@@ -197,6 +208,9 @@ impl Conn {
                     idle_timeout: None,
                     idle_timer: None,
                     last_read: Instant::now(),
+                    write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
+                    write_timer: None,
+                    stalled_since: None,
                 }),
                 proto: RefCell::new(Some(proto)),
                 dispatching: Cell::new(false),
@@ -262,10 +276,12 @@ impl Conn {
                 lp.release_fd(fd, self.key);
             }
         }
-        for h in [st.linger_timer.take(), st.idle_timer.take()]
-            .into_iter()
-            .flatten()
-        {
+        let timers = [
+            st.linger_timer.take(),
+            st.idle_timer.take(),
+            st.write_timer.take(),
+        ];
+        for h in timers.into_iter().flatten() {
             h.cancel();
         }
         self.wake(lp);

@@ -1,8 +1,10 @@
-//! A connection's deadlines: the idle timeout, the connect timeout and the
-//! linger after `close`. Each is one loop timer holding a weak reference to
-//! the connection; past it the connection is aborted (or the connect
-//! abandoned) with a `TimedOut` error that says which deadline passed.
-//! Tests: tests/net_limits.rs, tests/net_tcp_close.rs, tests/loop_manual_clock.rs.
+//! A connection's deadlines: the idle timeout, the write timeout, the connect
+//! timeout and the linger after `close`. Each is one loop timer holding a weak
+//! reference to the connection; past it the connection is aborted (or the
+//! connect abandoned) with a `TimedOut` error that says which deadline passed.
+//! The idle and write timers re-arm themselves lazily: activity is one store,
+//! not a timer operation. Tests: tests/net_limits.rs, tests/net_tcp_close.rs,
+//! tests/net_write_timeout.rs, tests/loop_manual_clock.rs.
 
 use super::conn::{Conn, State};
 use super::core::Phase;
@@ -114,5 +116,72 @@ impl Conn {
                 })
                 .ok();
         }
+    }
+
+    /// Sets (or, with `None`, clears) the write timeout; a stall already
+    /// under way counts from its start.
+    pub(crate) fn set_write_timeout(self: &Rc<Self>, lp: &Loop, d: Option<Duration>) {
+        let (old, since) = {
+            let mut st = self.st.borrow_mut();
+            st.write_timeout = d;
+            (st.write_timer.take(), st.stalled_since)
+        };
+        if let Some(h) = old {
+            h.cancel();
+        }
+        if let (Some(d), Some(since)) = (d, since) {
+            self.arm_write(lp, later(since, d));
+        }
+    }
+
+    /// At the end of a dispatch: output waiting on a socket that said
+    /// `WouldBlock` starts the write timeout (a writable edge, the peer
+    /// taking data, ends the stall: see `dispatch`). One clock read a stall;
+    /// the timer, once armed, re-arms itself.
+    pub(crate) fn watch_writes(self: &Rc<Self>, lp: &Loop) {
+        let mut st = self.st.borrow_mut();
+        let waiting = !st.write_ready
+            && matches!(st.phase, Phase::Open | Phase::Closing(_))
+            && (!st.wbuf.is_empty() || st.io.as_ref().is_some_and(|io| io.has_pending()));
+        if !waiting {
+            st.stalled_since = None;
+            return;
+        }
+        if st.stalled_since.is_some() {
+            return;
+        }
+        let now = lp.time();
+        st.stalled_since = Some(now);
+        if let (Some(d), None) = (st.write_timeout, &st.write_timer) {
+            drop(st);
+            self.arm_write(lp, later(now, d));
+        }
+    }
+
+    fn arm_write(self: &Rc<Self>, lp: &Loop, at: Instant) {
+        let weak = Rc::downgrade(self);
+        let timer = lp.call_at(at, move |lp| {
+            let Some(conn) = weak.upgrade() else { return };
+            let mut st = conn.st.borrow_mut();
+            st.write_timer = None;
+            let (Some(d), Some(since)) = (st.write_timeout, st.stalled_since) else {
+                return;
+            };
+            let deadline = later(since, d);
+            if lp.time() < deadline {
+                drop(st);
+                return conn.arm_write(lp, deadline);
+            }
+            let waiting = st.wbuf.len();
+            let e = io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the peer took none of the output waiting for it \
+                     ({waiting} bytes buffered) for {d:?} (write timeout)"
+                ),
+            );
+            conn.close_now(lp, &mut st, Some(Failure::new(e)));
+        });
+        self.st.borrow_mut().write_timer = timer.ok();
     }
 }

@@ -285,7 +285,11 @@ impl Source for Conn {
         {
             let mut st = this.st.borrow_mut();
             st.read_ready |= ready.contains(Ready::READABLE);
-            st.write_ready |= ready.contains(Ready::WRITABLE);
+            if ready.contains(Ready::WRITABLE) {
+                // The peer took data: a stall of the write timeout is over.
+                st.write_ready = true;
+                st.stalled_since = None;
+            }
             st.read_closed |= ready.contains(Ready::READ_CLOSED);
             // A hang-up or error while the connection is not being read (its
             // reading paused, a close flushing): a reset would otherwise go
@@ -333,6 +337,7 @@ impl Source for Conn {
             this.note_activity(lp);
         }
         let wants = this.finish(lp, &t, proto);
+        this.watch_writes(lp);
         this.dispatching.set(false);
         if again || wants {
             PostAction::Again

@@ -77,7 +77,10 @@ mod unix;
 
 pub use adopt::bind_reuseport;
 pub use buffer::{DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
-pub use conn::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_LINGER, DEFAULT_WRITE_BUFFER_CAP, READ_BUDGET};
+pub use conn::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LINGER, DEFAULT_WRITE_BUFFER_CAP, DEFAULT_WRITE_TIMEOUT,
+    READ_BUDGET,
+};
 pub use connection::{Connection, ProtocolFactory, ProtocolRef};
 pub use eyeballs::{ConnectOptions, HAPPY_EYEBALLS_DELAY};
 pub use listener::{Listener, ACCEPT_BATCH, ACCEPT_RETRY_DELAY, DEFAULT_BACKLOG};

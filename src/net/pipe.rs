@@ -95,6 +95,9 @@ pub(crate) fn open(
     at: &'static Location<'static>,
 ) -> Result<Transport, Error> {
     let conn = Conn::open(lp, Box::new(io), proto, None, at)?;
+    // A child is ours, not a peer to guard against: one that reads its
+    // stdin only after a long computation keeps it (set one if wanted).
+    conn.st.borrow_mut().write_timeout = None;
     conn.start(lp);
     Ok(conn.transport())
 }

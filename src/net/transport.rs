@@ -392,6 +392,30 @@ impl Transport {
         }
     }
 
+    /// Aborts the connection with a `TimedOut` error once output has waited
+    /// `timeout` on a peer that took none of it (default
+    /// [`DEFAULT_WRITE_TIMEOUT`](super::DEFAULT_WRITE_TIMEOUT), 60 s, as
+    /// nginx's `send_timeout`; none for a child process's stdin); `None` or
+    /// `Duration::MAX` turns it off. The clock runs from the socket's
+    /// `WouldBlock` to its next writable edge, so a slow reader that takes
+    /// some every minute is kept, and one that stops reading (to hold the
+    /// connection and its buffer, or with its own reading paused the way
+    /// ours pauses above the high-water mark) is not kept for ever. asyncio
+    /// and Twisted have no such default: there, that peer holds the
+    /// connection until the program ends. A stall already under way counts
+    /// from its start.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) {
+        if let Some((conn, lp)) = self.live() {
+            conn.set_write_timeout(&lp, timeout);
+        }
+    }
+
+    /// The write timeout (see [`set_write_timeout`](Self::set_write_timeout));
+    /// `None` once the connection is gone.
+    pub fn write_timeout(&self) -> Option<Duration> {
+        self.with(|s| s.write_timeout).flatten()
+    }
+
     /// Bytes buffered, not yet taken by the socket.
     pub fn write_buffer_size(&self) -> usize {
         self.with(|s| s.wbuf.len()).unwrap_or(0)
