@@ -11,6 +11,20 @@
 //! > **Important:** protocol methods run on the loop thread, one at a time,
 //! > and never from inside a transport method (see [`Protocol`]).
 //!
+//! # What bounds a peer by default
+//! Each limit is per connection, set on its [`Transport`]:
+//! - above 64 KiB buffered the protocol hears `pause_writing`, and the
+//!   connection is not read until it drains
+//!   ([`set_write_buffer_limits`](Transport::set_write_buffer_limits),
+//!   [`set_read_while_write_paused`](Transport::set_read_while_write_paused));
+//! - past [`DEFAULT_WRITE_BUFFER_CAP`] buffered it aborts with [`WriteBufferFull`];
+//! - output the peer takes none of for [`DEFAULT_WRITE_TIMEOUT`] aborts it with
+//!   a `TimedOut` error ([`set_write_timeout`](Transport::set_write_timeout));
+//! - a `close` flushes for at most [`DEFAULT_LINGER`], a connect waits at most
+//!   [`DEFAULT_CONNECT_TIMEOUT`];
+//! - an idle timeout only when asked for
+//!   ([`set_idle_timeout`](Transport::set_idle_timeout), also on a [`Listener`]).
+//!
 //! # Examples
 //! An echo server and a client, on one loop:
 //! ```
