@@ -101,6 +101,24 @@ fn a_slow_peer_that_takes_some_within_each_timeout_is_kept() {
     s.assert_timed_out();
 }
 
+/// A socket says writable only once about a third of its send buffer is
+/// free: a peer that reads slowly takes some without an edge. The timeout's
+/// last check tries the socket and counts what it takes.
+#[test]
+fn a_slow_peer_that_takes_some_without_a_writable_edge_is_kept() {
+    let s = Setup::stalled(100_000);
+    for _ in 0..10 {
+        s.after(Duration::from_secs(30));
+        s.peer.set_room_quietly(Some(500));
+        s.after(Duration::from_secs(30));
+        assert_eq!(s.lost(), 0, "it took some in each minute");
+    }
+    assert_eq!(s.peer.take_written().len(), 5_000);
+    // A minute with nothing taken: the check after it finds no room.
+    s.after(DEFAULT_WRITE_TIMEOUT);
+    s.assert_timed_out();
+}
+
 #[test]
 fn a_stalled_connection_is_kept_with_the_timeout_off() {
     for off in [None, Some(Duration::MAX)] {
@@ -180,7 +198,8 @@ fn a_tcp_peer_that_never_reads_a_big_reply_is_disconnected() {
     run_until(&ev, Duration::from_secs(10), || lost_count(&seen) == 1);
     let s = seen.borrow();
     let e = s.reason.as_ref().unwrap().downcast_ref::<std::io::Error>();
-    assert_eq!(e.unwrap().kind(), ErrorKind::TimedOut, "{:?}", s.events);
-    assert!(s.transport.as_ref().unwrap().write_buffer_size() == 0);
+    let e = e.unwrap();
+    assert_eq!(e.kind(), ErrorKind::TimedOut, "{:?}", s.events);
+    assert!(e.to_string().contains("write timeout"), "{e}");
     drop(client);
 }

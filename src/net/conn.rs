@@ -352,7 +352,7 @@ impl Conn {
             0
         };
         if written == total {
-            return;
+            return self.watch_layer(lp, st);
         }
         let mut skip = written;
         for part in parts {
@@ -484,6 +484,17 @@ impl Conn {
         st.phase = Phase::Closing(reason);
         self.after_drain(lp, &mut st);
         self.arm_linger(lp, &mut st);
+        self.watch_layer(lp, &st);
+    }
+
+    /// A layer may keep output of its own (TLS records the socket refused)
+    /// after a write, EOF or close made outside a dispatch, with nothing
+    /// buffered here: ask for a dispatch, whose end starts the write timeout
+    /// (`watch_writes`). Inside one, its end does that anyway.
+    pub(crate) fn watch_layer(&self, lp: &Loop, st: &State) {
+        if !self.dispatching.get() && st.io.as_ref().is_some_and(|io| io.has_pending()) {
+            self.wake(lp);
+        }
     }
 
     /// Calls one protocol method, containing a panic: it is reported and the

@@ -135,14 +135,15 @@ impl Conn {
     }
 
     /// At the end of a dispatch: output waiting on a socket that said
-    /// `WouldBlock` starts the write timeout (a writable edge, the peer
-    /// taking data, ends the stall: see `dispatch`). One clock read a stall;
-    /// the timer, once armed, re-arms itself.
+    /// `WouldBlock` starts the write timeout (a writable edge ends the stall:
+    /// see `dispatch`). One clock read a stall; the timer, once armed,
+    /// re-arms itself. A TLS handshake's wait is its own deadline's.
     pub(crate) fn watch_writes(self: &Rc<Self>, lp: &Loop) {
         let mut st = self.st.borrow_mut();
         let waiting = !st.write_ready
             && matches!(st.phase, Phase::Open | Phase::Closing(_))
-            && (!st.wbuf.is_empty() || st.io.as_ref().is_some_and(|io| io.has_pending()));
+            && (!st.wbuf.is_empty() || st.io.as_ref().is_some_and(|io| io.has_pending()))
+            && !handshaking(&st);
         if !waiting {
             st.stalled_since = None;
             return;
@@ -172,16 +173,52 @@ impl Conn {
                 drop(st);
                 return conn.arm_write(lp, deadline);
             }
+            if conn.took_some(lp, &mut st) {
+                // A new stall, if any, starts now (at the dispatch's end).
+                st.stalled_since = None;
+                drop(st);
+                return conn.wake(lp);
+            }
             let waiting = st.wbuf.len();
             let e = io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
                     "the peer took none of the output waiting for it \
-                     ({waiting} bytes buffered) for {d:?} (write timeout)"
+                     ({waiting} bytes buffered) in {d:?} (write timeout)"
                 ),
             );
             conn.close_now(lp, &mut st, Some(Failure::new(e)));
         });
         self.st.borrow_mut().write_timer = timer.ok();
+    }
+
+    /// The write timeout's last check. A socket signals writable only once
+    /// about a third of its send buffer is free, so a peer reading slowly
+    /// may have taken some without an edge: try the socket, and count
+    /// whatever it takes (here, or a layer's records) as progress.
+    fn took_some(&self, lp: &Loop, st: &mut State) -> bool {
+        let sent = |st: &State| st.io.as_ref().map_or(0, |io| io.layer_sent());
+        let before = (st.wbuf.len(), sent(st));
+        st.write_ready = true;
+        self.flush(lp, st);
+        let took = (st.wbuf.len(), sent(st)) != before;
+        if !took {
+            st.write_ready = false;
+        }
+        took
+    }
+}
+
+/// Whether a TLS handshake holds the writes back (not the peer).
+fn handshaking(st: &State) -> bool {
+    #[cfg(feature = "tls")]
+    {
+        let session = st.io.as_ref().and_then(|io| io.tls_session());
+        session.is_some_and(|s| s.is_handshaking())
+    }
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = st;
+        false
     }
 }

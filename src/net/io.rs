@@ -77,6 +77,12 @@ pub(crate) trait StreamIo: 'static {
     fn flush_pending(&mut self) -> io::Result<bool> {
         Ok(true)
     }
+    /// Bytes of that output written so far, in all: where the write
+    /// timeout's last check looks for progress the core's buffer cannot
+    /// show (a socket that took part of a record).
+    fn layer_sent(&self) -> u64 {
+        0
+    }
     /// Whether writes refused with `WouldBlock` for a reason other than a
     /// full socket (a handshake in progress) may now go on; taken once.
     fn take_writable(&mut self) -> bool {

@@ -211,6 +211,14 @@ impl Peer {
         }
     }
 
+    /// Like [`set_room`](Self::set_room), without the writable edge: what a
+    /// TCP socket does when its peer takes less than about a third of the
+    /// send buffer (the kernel signals writable only past that). The
+    /// transport finds the room when it next tries to write.
+    pub fn set_room_quietly(&self, room: Option<usize>) {
+        self.pipe.borrow_mut().room = room;
+    }
+
     /// How many bytes the peer sent that the transport has not read yet: what
     /// a socket would hold in its receive buffer while reading is paused.
     pub fn unread(&self) -> usize {

@@ -191,6 +191,7 @@ impl Transport {
             return conn.close(&lp, None);
         }
         conn.after_drain(&lp, &mut st);
+        conn.watch_layer(&lp, &st);
     }
 
     /// Closes the connection gracefully: reading stops now, what is buffered is
@@ -393,17 +394,20 @@ impl Transport {
     }
 
     /// Aborts the connection with a `TimedOut` error once output has waited
-    /// `timeout` on a peer that took none of it (default
+    /// `timeout` and the peer took none of it (default
     /// [`DEFAULT_WRITE_TIMEOUT`](super::DEFAULT_WRITE_TIMEOUT), 60 s, as
     /// nginx's `send_timeout`; none for a child process's stdin); `None` or
-    /// `Duration::MAX` turns it off. The clock runs from the socket's
-    /// `WouldBlock` to its next writable edge, so a slow reader that takes
-    /// some every minute is kept, and one that stops reading (to hold the
+    /// `Duration::MAX` turns it off. The wait starts when the socket refuses
+    /// a write, and starts again whenever the peer takes some: at a writable
+    /// edge, or when the check at the deadline finds the socket taking more.
+    /// So a slow reader is kept, and one that stops reading (to hold the
     /// connection and its buffer, or with its own reading paused the way
-    /// ours pauses above the high-water mark) is not kept for ever. asyncio
-    /// and Twisted have no such default: there, that peer holds the
-    /// connection until the program ends. A stall already under way counts
-    /// from its start.
+    /// ours pauses above the high-water mark) is not kept for ever; asyncio
+    /// and Twisted have no such default, and there that peer holds the
+    /// connection until the program ends. "Took" is TCP's: a peer that reads
+    /// less than a segment's worth (64 KiB on loopback) in that time keeps
+    /// its window shut and has taken nothing. A stall already under way
+    /// counts from its start; a TLS handshake's wait is its own deadline's.
     pub fn set_write_timeout(&self, timeout: Option<Duration>) {
         if let Some((conn, lp)) = self.live() {
             conn.set_write_timeout(&lp, timeout);

@@ -37,6 +37,8 @@ pub(crate) struct TlsIo {
     /// a connection keeps no buffer of a burst once it is out.
     out: Vec<u8>,
     sent: usize,
+    /// Bytes written to the inner stream, in all (`StreamIo::layer_sent`).
+    written: u64,
     /// Bytes received before `start_tls` that belong to the handshake: fed
     /// to rustls before the socket is read.
     early: Vec<u8>,
@@ -78,6 +80,7 @@ impl TlsIo {
             inner_up,
             out: plain_out,
             sent: 0,
+            written: 0,
             early,
             owe_writable: false,
             close_sent: false,
@@ -98,7 +101,10 @@ impl TlsIo {
         while self.sent < self.out.len() {
             match self.inner.write(&self.out[self.sent..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.sent += n,
+                Ok(n) => {
+                    self.sent += n;
+                    self.written += n as u64;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -111,7 +117,7 @@ impl TlsIo {
         while self.tls.wants_write() {
             match self.tls.write_tls(&mut Sink(&mut *self.inner)) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(_) => {}
+                Ok(n) => self.written += n as u64,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -441,6 +447,9 @@ impl StreamIo for TlsIo {
     }
     fn flush_pending(&mut self) -> io::Result<bool> {
         self.push_out()
+    }
+    fn layer_sent(&self) -> u64 {
+        self.written
     }
     fn take_writable(&mut self) -> bool {
         if self.owe_writable && !self.tls.is_handshaking() {

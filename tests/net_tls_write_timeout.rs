@@ -1,0 +1,182 @@
+//! The write timeout over TLS: records rustls took but the socket refused
+//! count as waiting output, however the write was made (a timer, a Deferred
+//! callback: no dispatch of the connection's own follows); records the
+//! socket takes in part count as progress; a handshake's wait is the
+//! handshake deadline's, not the write timeout's. Manual time, in memory.
+#![cfg(feature = "tls")]
+
+#[path = "util/tls.rs"]
+mod tls;
+mod util;
+
+use deferloop::net::tls::{rustls, StartTls};
+use deferloop::net::{memory, Transport};
+use deferloop::{EventLoop, ManualClock};
+use std::io::ErrorKind;
+use std::time::Duration;
+use util::net::{lost_count, Rec, Shared};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+struct Setup {
+    clock: ManualClock,
+    ev: EventLoop,
+    t: Transport,
+    peer: memory::Peer,
+    seen: Shared,
+    client: rustls::ClientConnection,
+}
+
+impl Setup {
+    /// A TLS server connection in memory, its TLS started, no handshake yet.
+    fn new() -> Setup {
+        let pki = tls::localhost();
+        let clock = ManualClock::new();
+        let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
+        let (rec, seen) = Rec::new();
+        let (t, peer) = memory::open(&ev, rec).unwrap();
+        let client =
+            rustls::ClientConnection::new(tls::raw_client(&pki), "localhost".try_into().unwrap())
+                .unwrap();
+        let s = Setup {
+            clock,
+            ev,
+            t,
+            peer,
+            seen,
+            client,
+        };
+        s.turn();
+        s.t.start_tls(StartTls::server(&tls::server(&pki))).unwrap();
+        s
+    }
+
+    /// The client's side of the handshake, until both are done.
+    fn handshake(&mut self) {
+        for _ in 0..50 {
+            self.exchange();
+            if !self.client.is_handshaking() && self.t.is_tls_handshake_done() {
+                return;
+            }
+        }
+        panic!("no handshake");
+    }
+
+    /// One round: the client's records in, the server's out to the client.
+    fn exchange(&mut self) {
+        let mut out = Vec::new();
+        while self.client.wants_write() {
+            self.client.write_tls(&mut out).unwrap();
+        }
+        if !out.is_empty() {
+            self.peer.send(&out);
+        }
+        self.turn();
+        let got = self.peer.take_written();
+        if !got.is_empty() {
+            self.client.read_tls(&mut &got[..]).unwrap();
+            self.client.process_new_packets().unwrap();
+        }
+    }
+
+    fn turn(&self) {
+        self.ev.call_soon(|_| {}).unwrap();
+        self.ev.run_once().unwrap();
+    }
+
+    fn after(&self, d: Duration) {
+        self.clock.advance(d);
+        self.turn();
+        self.turn();
+    }
+
+    fn lost(&self) -> usize {
+        lost_count(&self.seen)
+    }
+
+    fn assert_timed_out(&self) {
+        assert_eq!(self.lost(), 1);
+        let s = self.seen.borrow();
+        let e = s.reason.as_ref().unwrap().downcast_ref::<std::io::Error>();
+        let e = e.expect("an io::Error");
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        assert!(e.to_string().contains("write timeout"), "{e}");
+    }
+
+    /// Writes `len` bytes from a loop callback (not a dispatch of this
+    /// connection) while the socket takes `room` more bytes.
+    fn write_from_a_callback(&self, len: usize, room: usize) {
+        self.peer.set_room(Some(room));
+        self.turn();
+        let t = self.t.clone();
+        self.ev.call_soon(move |_| t.write(&vec![9; len])).unwrap();
+        self.turn();
+        self.turn();
+    }
+}
+
+/// rustls takes all 30 KB of plaintext, the socket 1,000 bytes of its
+/// records: nothing is buffered in the core, the records wait in the layer.
+#[test]
+fn records_the_socket_refused_after_a_write_from_a_callback_are_timed_out() {
+    let mut s = Setup::new();
+    s.handshake();
+    s.write_from_a_callback(30_000, 1000);
+    assert_eq!(s.t.write_buffer_size(), 0, "all in rustls");
+    assert_eq!(s.peer.take_written().len(), 1000);
+    s.after(MINUTE - Duration::from_millis(1));
+    assert_eq!(s.lost(), 0);
+    s.after(Duration::from_millis(1));
+    s.assert_timed_out();
+}
+
+#[test]
+fn a_write_eof_from_a_callback_on_a_full_socket_is_timed_out() {
+    let mut s = Setup::new();
+    s.handshake();
+    s.peer.set_room(Some(0));
+    let t = s.t.clone();
+    s.ev.call_soon(move |_| t.write_eof()).unwrap();
+    s.turn();
+    s.turn();
+    s.after(MINUTE);
+    assert!(!s.peer.got_eof(), "close_notify never went out");
+    s.assert_timed_out();
+}
+
+/// Progress inside a record: the socket takes 500 bytes of the layer's
+/// records a minute, with no writable edge.
+#[test]
+fn records_taken_in_part_without_an_edge_keep_the_connection() {
+    let mut s = Setup::new();
+    s.handshake();
+    s.write_from_a_callback(100_000, 0);
+    for _ in 0..10 {
+        s.after(MINUTE / 2);
+        s.peer.set_room_quietly(Some(500));
+        s.after(MINUTE / 2);
+        assert_eq!(s.lost(), 0, "it took some in each minute");
+    }
+    assert_eq!(s.peer.take_written().len(), 5000);
+    s.after(MINUTE);
+    s.assert_timed_out();
+}
+
+/// Writes made before the handshake wait for it, not for the peer to read:
+/// a write timeout shorter than the handshake does not end it.
+#[test]
+fn writes_held_for_the_handshake_are_not_timed_out() {
+    let mut s = Setup::new();
+    s.t.set_write_timeout(Some(Duration::from_secs(1)));
+    s.t.write(b"hello once the handshake is done");
+    s.turn();
+    s.after(Duration::from_secs(5));
+    assert_eq!(s.lost(), 0, "5 s into a 10 s handshake deadline");
+    s.handshake();
+    s.exchange();
+    let mut got = vec![0; 64];
+    let n = std::io::Read::read(&mut s.client.reader(), &mut got).unwrap();
+    assert_eq!(&got[..n], b"hello once the handshake is done");
+    s.after(Duration::from_secs(3600));
+    assert_eq!(s.lost(), 0);
+}
