@@ -1,7 +1,8 @@
 //! The write timeout over TLS: records rustls took but the socket refused
 //! count as waiting output, however the write was made (a timer, a Deferred
 //! callback: no dispatch of the connection's own follows); records the
-//! socket takes in part count as progress; a handshake's wait is the
+//! socket takes in part count as progress, whether the deadline's check
+//! sends them or a write, an EOF or a read's answer did; a handshake's wait is the
 //! handshake deadline's, not the write timeout's. Manual time, in memory.
 #![cfg(feature = "tls")]
 
@@ -179,4 +180,68 @@ fn writes_held_for_the_handshake_are_not_timed_out() {
     assert_eq!(&got[..n], b"hello once the handshake is done");
     s.after(Duration::from_secs(3600));
     assert_eq!(s.lost(), 0);
+}
+
+/// The layer also sends outside the core's flush: with a write, an EOF, or
+/// answering a read. What leaves that way is the peer taking some too.
+fn sends_from(s: &mut Setup, how: &str) {
+    match how {
+        "write" => {
+            let t = s.t.clone();
+            s.ev.call_soon(move |_| t.write(b"tick")).unwrap();
+        }
+        "write_eof" => {
+            let t = s.t.clone();
+            s.ev.call_soon(move |_| t.write_eof()).unwrap();
+        }
+        "read" => {
+            std::io::Write::write_all(&mut s.client.writer(), b"ping").unwrap();
+            let mut out = Vec::new();
+            while s.client.wants_write() {
+                s.client.write_tls(&mut out).unwrap();
+            }
+            s.peer.send(&out);
+        }
+        _ => unreachable!(),
+    }
+    s.turn();
+    s.turn();
+}
+
+/// The peer takes 500 bytes at 30 s, without an edge; they leave with a
+/// write, an EOF or a read's answer: the minute's check counts them.
+#[test]
+fn records_sent_with_a_write_an_eof_or_a_read_count_as_progress() {
+    for how in ["write", "write_eof", "read"] {
+        let mut s = Setup::new();
+        s.handshake();
+        s.write_from_a_callback(30_000, 0);
+        s.after(MINUTE / 2);
+        s.peer.set_room_quietly(Some(500));
+        sends_from(&mut s, how);
+        assert_eq!(s.peer.take_written().len(), 500, "{how}");
+        s.after(MINUTE / 2);
+        assert_eq!(s.lost(), 0, "{how}: it took some 30 s ago");
+        // And then nothing: one minute more.
+        s.after(MINUTE);
+        s.assert_timed_out();
+    }
+}
+
+/// The peer reads everything (no edge) and a write or EOF from a callback
+/// sends the rest: nothing waits, so nothing times out.
+#[test]
+fn a_layer_emptied_by_a_write_or_an_eof_is_not_timed_out() {
+    for how in ["write", "write_eof"] {
+        let mut s = Setup::new();
+        s.handshake();
+        s.write_from_a_callback(30_000, 1000);
+        s.after(Duration::from_secs(10));
+        s.peer.set_room_quietly(None);
+        sends_from(&mut s, how);
+        assert!(s.peer.take_written().len() > 29_000, "{how}: all out");
+        assert_eq!(how == "write_eof", s.peer.got_eof());
+        s.after(Duration::from_secs(3600));
+        assert_eq!(s.lost(), 0, "{how}: {:?}", s.seen.borrow().reason);
+    }
 }

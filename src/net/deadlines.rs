@@ -153,6 +153,7 @@ impl Conn {
         }
         let now = lp.time();
         st.stalled_since = Some(now);
+        st.stall_sent = layer_sent(&st);
         if let (Some(d), None) = (st.write_timeout, &st.write_timer) {
             drop(st);
             self.arm_write(lp, later(now, d));
@@ -179,13 +180,9 @@ impl Conn {
                 drop(st);
                 return conn.wake(lp);
             }
-            let waiting = st.wbuf.len();
             let e = io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!(
-                    "the peer took none of the output waiting for it \
-                     ({waiting} bytes buffered) in {d:?} (write timeout)"
-                ),
+                format!("the peer took none of the output waiting for it in {d:?} (write timeout)"),
             );
             conn.close_now(lp, &mut st, Some(Failure::new(e)));
         });
@@ -194,19 +191,27 @@ impl Conn {
 
     /// The write timeout's last check. A socket signals writable only once
     /// about a third of its send buffer is free, so a peer reading slowly
-    /// may have taken some without an edge: try the socket, and count
-    /// whatever it takes (here, or a layer's records) as progress.
+    /// may have taken some without an edge: a layer's records may have left
+    /// since the stall began (with a write, an EOF or a read's answer), and
+    /// else the socket is tried. Whatever it took is progress.
     fn took_some(&self, lp: &Loop, st: &mut State) -> bool {
-        let sent = |st: &State| st.io.as_ref().map_or(0, |io| io.layer_sent());
-        let before = (st.wbuf.len(), sent(st));
+        let waiting = !st.wbuf.is_empty() || st.io.as_ref().is_some_and(|io| io.has_pending());
+        if !waiting || layer_sent(st) != st.stall_sent {
+            return true;
+        }
+        let before = (st.wbuf.len(), layer_sent(st));
         st.write_ready = true;
         self.flush(lp, st);
-        let took = (st.wbuf.len(), sent(st)) != before;
+        let took = (st.wbuf.len(), layer_sent(st)) != before;
         if !took {
             st.write_ready = false;
         }
         took
     }
+}
+
+fn layer_sent(st: &State) -> u64 {
+    st.io.as_ref().map_or(0, |io| io.layer_sent())
 }
 
 /// Whether a TLS handshake holds the writes back (not the peer).

@@ -399,7 +399,8 @@ impl Transport {
     /// nginx's `send_timeout`; none for a child process's stdin); `None` or
     /// `Duration::MAX` turns it off. The wait starts when the socket refuses
     /// a write, and starts again whenever the peer takes some: at a writable
-    /// edge, or when the check at the deadline finds the socket taking more.
+    /// edge, or when the check at the deadline finds it took some (TLS
+    /// records left meanwhile, or the socket takes more now).
     /// So a slow reader is kept, and one that stops reading (to hold the
     /// connection and its buffer, or with its own reading paused the way
     /// ours pauses above the high-water mark) is not kept for ever; asyncio
