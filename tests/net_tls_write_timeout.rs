@@ -245,3 +245,36 @@ fn a_layer_emptied_by_a_write_or_an_eof_is_not_timed_out() {
         assert_eq!(s.lost(), 0, "{how}: {:?}", s.seen.borrow().reason);
     }
 }
+
+/// rustls taking plaintext from the core's buffer is not the peer taking
+/// it: only records that reach the socket count.
+#[test]
+fn plaintext_the_layer_takes_while_the_socket_refuses_is_not_progress() {
+    let mut s = Setup::new();
+    s.handshake();
+    s.write_from_a_callback(30_000, 1000);
+    let t = s.t.clone();
+    s.ev.call_soon(move |_| t.write(b"behind")).unwrap();
+    s.turn();
+    s.turn();
+    assert_eq!(
+        s.t.write_buffer_size(),
+        6,
+        "behind the records, in the core"
+    );
+    // At 30 s the records leave with a read's answer, the 6 bytes stay.
+    s.after(MINUTE / 2);
+    s.peer.set_room_quietly(None);
+    sends_from(&mut s, "read");
+    s.peer.set_room_quietly(Some(0));
+    assert!(s.peer.take_written().len() > 28_000);
+    assert_eq!(s.t.write_buffer_size(), 6);
+    // At 60 s that counts: a new wait from then.
+    s.after(MINUTE / 2);
+    assert_eq!(s.lost(), 0);
+    // At 120 s the check's flush moves the 6 bytes into rustls, and the
+    // socket takes none of its record.
+    s.after(MINUTE);
+    assert_eq!(s.peer.take_written().len(), 0);
+    s.assert_timed_out();
+}

@@ -110,7 +110,7 @@ pub(crate) struct State {
     pub(crate) stalled_since: Option<Instant>,
     /// What the layer had sent when the stall began (`StreamIo::layer_sent`):
     /// it also sends outside the core's flush (a write, an EOF, a read).
-    pub(crate) stall_sent: u64,
+    pub(crate) stall_sent: Option<u64>,
     /// `close()` called while connecting: the reason, to close with once up.
     pub(crate) close_when_up: Option<Option<Failure>>,
 }
@@ -214,7 +214,7 @@ impl Conn {
                     write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
                     write_timer: None,
                     stalled_since: None,
-                    stall_sent: 0,
+                    stall_sent: None,
                 }),
                 proto: RefCell::new(Some(proto)),
                 dispatching: Cell::new(false),

@@ -193,7 +193,9 @@ impl Conn {
     /// about a third of its send buffer is free, so a peer reading slowly
     /// may have taken some without an edge: a layer's records may have left
     /// since the stall began (with a write, an EOF or a read's answer), and
-    /// else the socket is tried. Whatever it took is progress.
+    /// else the socket is tried. What reached the socket is progress: the
+    /// core's buffer shrinking, or with a layer (which may take plaintext
+    /// and send nothing), the layer's count of bytes sent.
     fn took_some(&self, lp: &Loop, st: &mut State) -> bool {
         let waiting = !st.wbuf.is_empty() || st.io.as_ref().is_some_and(|io| io.has_pending());
         if !waiting || layer_sent(st) != st.stall_sent {
@@ -202,7 +204,10 @@ impl Conn {
         let before = (st.wbuf.len(), layer_sent(st));
         st.write_ready = true;
         self.flush(lp, st);
-        let took = (st.wbuf.len(), layer_sent(st)) != before;
+        let took = match (before, layer_sent(st)) {
+            ((_, Some(sent)), Some(now)) => now != sent,
+            ((len, _), _) => st.wbuf.len() != len,
+        };
         if !took {
             st.write_ready = false;
         }
@@ -210,8 +215,8 @@ impl Conn {
     }
 }
 
-fn layer_sent(st: &State) -> u64 {
-    st.io.as_ref().map_or(0, |io| io.layer_sent())
+fn layer_sent(st: &State) -> Option<u64> {
+    st.io.as_ref().and_then(|io| io.layer_sent())
 }
 
 /// Whether a TLS handshake holds the writes back (not the peer).

@@ -77,11 +77,12 @@ pub(crate) trait StreamIo: 'static {
     fn flush_pending(&mut self) -> io::Result<bool> {
         Ok(true)
     }
-    /// Bytes of that output written so far, in all: where the write
-    /// timeout's last check looks for progress the core's buffer cannot
-    /// show (a socket that took part of a record).
-    fn layer_sent(&self) -> u64 {
-        0
+    /// Bytes a layer wrote to the socket so far, in all; `None` for a plain
+    /// stream, whose socket takes straight from the core's buffer. Where the
+    /// write timeout's check looks for progress: a layer's buffer shrinking
+    /// says only that the layer took the bytes, not the socket.
+    fn layer_sent(&self) -> Option<u64> {
+        None
     }
     /// Whether writes refused with `WouldBlock` for a reason other than a
     /// full socket (a handshake in progress) may now go on; taken once.

@@ -448,8 +448,8 @@ impl StreamIo for TlsIo {
     fn flush_pending(&mut self) -> io::Result<bool> {
         self.push_out()
     }
-    fn layer_sent(&self) -> u64 {
-        self.written
+    fn layer_sent(&self) -> Option<u64> {
+        Some(self.written)
     }
     fn take_writable(&mut self) -> bool {
         if self.owe_writable && !self.tls.is_handshaking() {
