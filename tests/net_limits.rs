@@ -4,10 +4,10 @@
 mod util;
 
 use deferloop::net::{memory, Listener};
-use deferloop::{EventLoop, ManualClock};
+use deferloop::EventLoop;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
-use util::net::{lost_count, Ev, Rec};
+use util::net::{Ev, ManualConn, Rec};
 use util::run_until;
 
 const T: Duration = Duration::from_secs(10);
@@ -15,38 +15,20 @@ const T: Duration = Duration::from_secs(10);
 #[test]
 fn a_silent_peer_is_disconnected_after_the_idle_timeout() {
     // Manual time: no sleeping, exact deadlines.
-    let clock = ManualClock::new();
-    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
-    let (rec, seen) = Rec::new();
-    let (t, peer) = memory::open(&ev, rec).unwrap();
-    t.set_idle_timeout(Some(Duration::from_millis(60)));
-    let turn = || {
-        ev.call_soon(|_| {}).unwrap();
-        ev.run_once().unwrap();
-    };
+    let c = ManualConn::open();
+    c.t.set_idle_timeout(Some(Duration::from_millis(60)));
     // Data pushes the deadline back.
     for _ in 0..4 {
-        clock.advance(Duration::from_millis(45));
-        peer.send(b"x");
-        turn();
+        c.clock.advance(Duration::from_millis(45));
+        c.peer.send(b"x");
+        c.turn();
     }
-    assert_eq!(lost_count(&seen), 0, "still talking");
-    clock.advance(Duration::from_millis(59));
-    turn();
-    assert_eq!(lost_count(&seen), 0, "not before the timeout");
-    clock.advance(Duration::from_millis(1));
-    turn();
-    turn();
-    assert_eq!(lost_count(&seen), 1);
-    let s = seen.borrow();
-    let e = s
-        .reason
-        .as_ref()
-        .unwrap()
-        .downcast_ref::<std::io::Error>()
-        .unwrap();
-    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
-    assert!(peer.is_closed());
+    assert_eq!(c.lost(), 0, "still talking");
+    c.clock.advance(Duration::from_millis(59));
+    c.turn();
+    assert_eq!(c.lost(), 0, "not before the timeout");
+    c.after(Duration::from_millis(1));
+    c.assert_timed_out("idle timeout");
 }
 
 /// Asks for an empty `data_received` on every one it gets (working

@@ -11,45 +11,32 @@ mod tls;
 mod util;
 
 use deferloop::net::tls::{rustls, StartTls};
-use deferloop::net::{memory, Transport};
-use deferloop::{EventLoop, ManualClock};
-use std::io::ErrorKind;
 use std::time::Duration;
-use util::net::{lost_count, Rec, Shared};
+use util::net::ManualConn;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
 struct Setup {
-    clock: ManualClock,
-    ev: EventLoop,
-    t: Transport,
-    peer: memory::Peer,
-    seen: Shared,
+    c: ManualConn,
     client: rustls::ClientConnection,
+}
+
+impl std::ops::Deref for Setup {
+    type Target = ManualConn;
+    fn deref(&self) -> &ManualConn {
+        &self.c
+    }
 }
 
 impl Setup {
     /// A TLS server connection in memory, its TLS started, no handshake yet.
     fn new() -> Setup {
         let pki = tls::localhost();
-        let clock = ManualClock::new();
-        let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
-        let (rec, seen) = Rec::new();
-        let (t, peer) = memory::open(&ev, rec).unwrap();
-        let client =
-            rustls::ClientConnection::new(tls::raw_client(&pki), "localhost".try_into().unwrap())
-                .unwrap();
-        let s = Setup {
-            clock,
-            ev,
-            t,
-            peer,
-            seen,
-            client,
-        };
-        s.turn();
-        s.t.start_tls(StartTls::server(&tls::server(&pki))).unwrap();
-        s
+        let c = ManualConn::open();
+        c.t.start_tls(StartTls::server(&tls::server(&pki))).unwrap();
+        let name = "localhost".try_into().unwrap();
+        let client = rustls::ClientConnection::new(tls::raw_client(&pki), name).unwrap();
+        Setup { c, client }
     }
 
     /// The client's side of the handshake, until both are done.
@@ -80,30 +67,6 @@ impl Setup {
         }
     }
 
-    fn turn(&self) {
-        self.ev.call_soon(|_| {}).unwrap();
-        self.ev.run_once().unwrap();
-    }
-
-    fn after(&self, d: Duration) {
-        self.clock.advance(d);
-        self.turn();
-        self.turn();
-    }
-
-    fn lost(&self) -> usize {
-        lost_count(&self.seen)
-    }
-
-    fn assert_timed_out(&self) {
-        assert_eq!(self.lost(), 1);
-        let s = self.seen.borrow();
-        let e = s.reason.as_ref().unwrap().downcast_ref::<std::io::Error>();
-        let e = e.expect("an io::Error");
-        assert_eq!(e.kind(), ErrorKind::TimedOut);
-        assert!(e.to_string().contains("write timeout"), "{e}");
-    }
-
     /// Writes `len` bytes from a loop callback (not a dispatch of this
     /// connection) while the socket takes `room` more bytes.
     fn write_from_a_callback(&self, len: usize, room: usize) {
@@ -128,7 +91,7 @@ fn records_the_socket_refused_after_a_write_from_a_callback_are_timed_out() {
     s.after(MINUTE - Duration::from_millis(1));
     assert_eq!(s.lost(), 0);
     s.after(Duration::from_millis(1));
-    s.assert_timed_out();
+    s.assert_timed_out("write timeout");
 }
 
 #[test]
@@ -142,7 +105,7 @@ fn a_write_eof_from_a_callback_on_a_full_socket_is_timed_out() {
     s.turn();
     s.after(MINUTE);
     assert!(!s.peer.got_eof(), "close_notify never went out");
-    s.assert_timed_out();
+    s.assert_timed_out("write timeout");
 }
 
 /// Progress inside a record: the socket takes 500 bytes of the layer's
@@ -160,7 +123,7 @@ fn records_taken_in_part_without_an_edge_keep_the_connection() {
     }
     assert_eq!(s.peer.take_written().len(), 5000);
     s.after(MINUTE);
-    s.assert_timed_out();
+    s.assert_timed_out("write timeout");
 }
 
 /// Writes made before the handshake wait for it, not for the peer to read:
@@ -224,7 +187,7 @@ fn records_sent_with_a_write_an_eof_or_a_read_count_as_progress() {
         assert_eq!(s.lost(), 0, "{how}: it took some 30 s ago");
         // And then nothing: one minute more.
         s.after(MINUTE);
-        s.assert_timed_out();
+        s.assert_timed_out("write timeout");
     }
 }
 
@@ -276,5 +239,5 @@ fn plaintext_the_layer_takes_while_the_socket_refuses_is_not_progress() {
     // socket takes none of its record.
     s.after(MINUTE);
     assert_eq!(s.peer.take_written().len(), 0);
-    s.assert_timed_out();
+    s.assert_timed_out("write timeout");
 }

@@ -6,86 +6,40 @@
 
 mod util;
 
-use deferloop::net::{memory, Protocol, Transport, DEFAULT_WRITE_TIMEOUT};
-use deferloop::{EventLoop, ManualClock};
+use deferloop::net::{Protocol, Transport, DEFAULT_WRITE_TIMEOUT};
+use deferloop::EventLoop;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
-use util::net::{lost_count, set_send_buffer, Rec, Shared};
+use util::net::{lost_count, set_send_buffer, ManualConn, Rec};
 use util::run_until;
 
 const MS: Duration = Duration::from_millis(1);
 
-struct Setup {
-    clock: ManualClock,
-    ev: EventLoop,
-    t: Transport,
-    peer: memory::Peer,
-    seen: Shared,
-}
-
-impl Setup {
-    /// A connection whose peer takes nothing more, `len` bytes written to it.
-    fn stalled(len: usize) -> Setup {
-        let clock = ManualClock::new();
-        let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
-        let (rec, seen) = Rec::new();
-        let (t, peer) = memory::open(&ev, rec).unwrap();
-        let s = Setup {
-            clock,
-            ev,
-            t,
-            peer,
-            seen,
-        };
-        s.turn();
-        s.peer.set_room(Some(0));
-        s.t.write(&vec![7; len]);
-        s.turn();
-        assert_eq!(s.t.write_buffer_size(), len, "nothing taken");
-        s
-    }
-
-    fn turn(&self) {
-        self.ev.call_soon(|_| {}).unwrap();
-        self.ev.run_once().unwrap();
-    }
-
-    fn after(&self, d: Duration) {
-        self.clock.advance(d);
-        self.turn();
-        self.turn();
-    }
-
-    fn lost(&self) -> usize {
-        lost_count(&self.seen)
-    }
-
-    fn assert_timed_out(&self) {
-        assert_eq!(self.lost(), 1);
-        let s = self.seen.borrow();
-        let e = s.reason.as_ref().unwrap().downcast_ref::<std::io::Error>();
-        let e = e.expect("an io::Error");
-        assert_eq!(e.kind(), ErrorKind::TimedOut);
-        assert!(e.to_string().contains("write timeout"), "{e}");
-        assert!(self.peer.is_closed());
-    }
+/// A connection whose peer takes nothing more, `len` bytes written to it.
+fn stalled(len: usize) -> ManualConn {
+    let s = ManualConn::open();
+    s.peer.set_room(Some(0));
+    s.t.write(&vec![7; len]);
+    s.turn();
+    assert_eq!(s.t.write_buffer_size(), len, "nothing taken");
+    s
 }
 
 #[test]
 fn a_peer_that_takes_nothing_is_disconnected_after_a_minute_by_default() {
-    let s = Setup::stalled(100_000);
+    let s = stalled(100_000);
     assert_eq!(s.t.write_timeout(), Some(DEFAULT_WRITE_TIMEOUT));
     assert_eq!(DEFAULT_WRITE_TIMEOUT, Duration::from_secs(60));
     s.after(DEFAULT_WRITE_TIMEOUT - MS);
     assert_eq!(s.lost(), 0, "not before the timeout");
     s.after(MS);
-    s.assert_timed_out();
+    s.assert_timed_out("write timeout");
 }
 
 #[test]
 fn a_slow_peer_that_takes_some_within_each_timeout_is_kept() {
-    let s = Setup::stalled(100_000);
+    let s = stalled(100_000);
     // 1 KB every 59 s for about ten minutes.
     for _ in 0..10 {
         s.after(Duration::from_secs(59));
@@ -98,7 +52,7 @@ fn a_slow_peer_that_takes_some_within_each_timeout_is_kept() {
     s.after(DEFAULT_WRITE_TIMEOUT - MS);
     assert_eq!(s.lost(), 0);
     s.after(MS);
-    s.assert_timed_out();
+    s.assert_timed_out("write timeout");
 }
 
 /// A socket says writable only once about a third of its send buffer is
@@ -106,7 +60,7 @@ fn a_slow_peer_that_takes_some_within_each_timeout_is_kept() {
 /// last check tries the socket and counts what it takes.
 #[test]
 fn a_slow_peer_that_takes_some_without_a_writable_edge_is_kept() {
-    let s = Setup::stalled(100_000);
+    let s = stalled(100_000);
     for _ in 0..10 {
         s.after(Duration::from_secs(30));
         s.peer.set_room_quietly(Some(500));
@@ -116,13 +70,13 @@ fn a_slow_peer_that_takes_some_without_a_writable_edge_is_kept() {
     assert_eq!(s.peer.take_written().len(), 5_000);
     // A minute with nothing taken: the check after it finds no room.
     s.after(DEFAULT_WRITE_TIMEOUT);
-    s.assert_timed_out();
+    s.assert_timed_out("write timeout");
 }
 
 #[test]
 fn a_stalled_connection_is_kept_with_the_timeout_off() {
     for off in [None, Some(Duration::MAX)] {
-        let s = Setup::stalled(100_000);
+        let s = stalled(100_000);
         s.t.set_write_timeout(off);
         s.after(Duration::from_secs(24 * 3600));
         assert_eq!(s.lost(), 0, "{off:?}");
@@ -135,22 +89,22 @@ fn a_stalled_connection_is_kept_with_the_timeout_off() {
 
 #[test]
 fn a_shorter_timeout_set_during_a_stall_counts_from_its_start() {
-    let s = Setup::stalled(10);
+    let s = stalled(10);
     s.after(Duration::from_secs(5));
     s.t.set_write_timeout(Some(Duration::from_secs(8)));
     s.after(Duration::from_secs(3) - MS);
     assert_eq!(s.lost(), 0);
     s.after(MS);
-    s.assert_timed_out();
+    s.assert_timed_out("write timeout");
 }
 
 #[test]
 fn a_connection_with_nothing_waiting_is_never_timed_out_for_writing() {
-    let s = Setup::stalled(0);
+    let s = stalled(0);
     s.after(Duration::from_secs(3600));
     assert_eq!(s.lost(), 0);
     // Nor one whose stall ended: the armed timer finds nothing waiting.
-    let s = Setup::stalled(50);
+    let s = stalled(50);
     s.after(Duration::from_secs(30));
     s.peer.set_room(None);
     s.turn();

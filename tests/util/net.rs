@@ -173,3 +173,62 @@ pub fn set_send_buffer(t: &Transport, bytes: libc::c_int) {
     };
     assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
 }
+
+/// A recorded connection in memory, on a loop with manual time: for the
+/// deadline tests, which move the clock instead of sleeping.
+pub struct ManualConn {
+    pub clock: deferloop::ManualClock,
+    pub ev: deferloop::EventLoop,
+    pub t: Transport,
+    pub peer: deferloop::net::memory::Peer,
+    pub seen: Shared,
+}
+
+impl ManualConn {
+    /// Opens it and runs one turn (`connection_made`, the first writable edge).
+    pub fn open() -> ManualConn {
+        let clock = deferloop::ManualClock::new();
+        let ev = deferloop::EventLoop::with_manual_clock(clock.clone()).unwrap();
+        let (rec, seen) = Rec::new();
+        let (t, peer) = deferloop::net::memory::open(&ev, rec).unwrap();
+        let c = ManualConn {
+            clock,
+            ev,
+            t,
+            peer,
+            seen,
+        };
+        c.turn();
+        c
+    }
+
+    /// One turn, which does not block (a callback is queued).
+    pub fn turn(&self) {
+        self.ev.call_soon(|_| {}).unwrap();
+        self.ev.run_once().unwrap();
+    }
+
+    /// Moves the clock on by `d`, then two turns: the timers due, then what
+    /// they asked for.
+    pub fn after(&self, d: std::time::Duration) {
+        self.clock.advance(d);
+        self.turn();
+        self.turn();
+    }
+
+    pub fn lost(&self) -> usize {
+        lost_count(&self.seen)
+    }
+
+    /// Asserts one `connection_lost`, with a `TimedOut` error whose text
+    /// names `which` deadline, and the connection closed.
+    pub fn assert_timed_out(&self, which: &str) {
+        assert_eq!(self.lost(), 1);
+        let s = self.seen.borrow();
+        let e = s.reason.as_ref().unwrap().downcast_ref::<std::io::Error>();
+        let e = e.expect("an io::Error");
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(e.to_string().contains(which), "{e}");
+        assert!(self.peer.is_closed());
+    }
+}
