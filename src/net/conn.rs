@@ -126,6 +126,11 @@ impl State {
             && self.io.is_some()
     }
 
+    /// Whether output waits: in the buffer, or a layer's own (TLS records).
+    pub(crate) fn has_output(&self) -> bool {
+        !self.wbuf.is_empty() || self.io.as_ref().is_some_and(|io| io.has_pending())
+    }
+
     pub(crate) fn accepts_writes(&self) -> bool {
         matches!(self.phase, Phase::Open | Phase::Connecting) && !self.eof_requested
     }
@@ -136,9 +141,7 @@ impl State {
             || (self.redeliver && matches!(self.phase, Phase::Open))
             || matches!(self.phase, Phase::Closed(_))
             || (self.phase.is_open() && self.wbuf.flow.has_note())
-            || (self.write_ready && !self.wbuf.is_empty() && self.io.is_some())
-            // A layer's own output (TLS records) to flush.
-            || (self.write_ready && self.io.as_ref().is_some_and(|io| io.has_pending()))
+            || (self.write_ready && self.io.is_some() && self.has_output())
     }
 }
 

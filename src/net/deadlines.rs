@@ -142,7 +142,7 @@ impl Conn {
         let mut st = self.st.borrow_mut();
         let waiting = !st.write_ready
             && matches!(st.phase, Phase::Open | Phase::Closing(_))
-            && (!st.wbuf.is_empty() || st.io.as_ref().is_some_and(|io| io.has_pending()))
+            && st.has_output()
             && !handshaking(&st);
         if !waiting {
             st.stalled_since = None;
@@ -197,8 +197,7 @@ impl Conn {
     /// core's buffer shrinking, or with a layer (which may take plaintext
     /// and send nothing), the layer's count of bytes sent.
     fn took_some(&self, lp: &Loop, st: &mut State) -> bool {
-        let waiting = !st.wbuf.is_empty() || st.io.as_ref().is_some_and(|io| io.has_pending());
-        if !waiting || layer_sent(st) != st.stall_sent {
+        if !st.has_output() || layer_sent(st) != st.stall_sent {
             return true;
         }
         let before = (st.wbuf.len(), layer_sent(st));

@@ -416,7 +416,7 @@ impl Transport {
     }
 
     /// The write timeout (see [`set_write_timeout`](Self::set_write_timeout));
-    /// `None` once the connection is gone.
+    /// `None` when it is off, and once the connection is gone.
     pub fn write_timeout(&self) -> Option<Duration> {
         self.with(|s| s.write_timeout).flatten()
     }
