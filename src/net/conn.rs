@@ -126,9 +126,15 @@ impl State {
             && self.io.is_some()
     }
 
-    /// Whether output waits: in the buffer, or a layer's own (TLS records).
+    /// Whether output waits: in the buffer, or a layer's own.
     pub(crate) fn has_output(&self) -> bool {
-        !self.wbuf.is_empty() || self.io.as_ref().is_some_and(|io| io.has_pending())
+        !self.wbuf.is_empty() || self.layer_pending()
+    }
+
+    /// A layer (TLS) has output of its own: records the socket refused, or
+    /// its close_notify.
+    pub(crate) fn layer_pending(&self) -> bool {
+        self.io.as_ref().is_some_and(|io| io.has_pending())
     }
 
     pub(crate) fn accepts_writes(&self) -> bool {
@@ -499,7 +505,7 @@ impl Conn {
     /// buffered here: ask for a dispatch, whose end starts the write timeout
     /// (`watch_writes`). Inside one, its end does that anyway.
     pub(crate) fn watch_layer(&self, lp: &Loop, st: &State) {
-        if !self.dispatching.get() && st.io.as_ref().is_some_and(|io| io.has_pending()) {
+        if !self.dispatching.get() && st.layer_pending() {
             self.wake(lp);
         }
     }
