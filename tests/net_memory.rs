@@ -3,7 +3,7 @@
 
 mod util;
 
-use deferloop::net::{memory, Protocol, Transport, WriteBufferFull};
+use deferloop::net::{memory, Protocol, Transport, WriteBufferFull, READ_BUDGET};
 use deferloop::{EventLoop, Failure};
 use std::time::Duration;
 use util::net::{Ev, Rec, Shared};
@@ -252,11 +252,11 @@ fn echo_100k(ev: &EventLoop, peer: &memory::Peer, seen: &Shared, byte: u8) -> Ve
     seen.borrow().events.clone()
 }
 
-/// A peer that took more than the high-water mark since the last read has
-/// shown it keeps up: the next read may take twice that, so a 100 KiB message
-/// is one read, not one per mark. If the peer then stops taking writes, that
-/// one read is buffered and reading pauses; the next reads are bounded by the
-/// mark again.
+/// A peer that took more than the high-water mark since its socket last
+/// refused a write has shown it keeps up: the next read may take twice that
+/// (at most the read budget), so a 100 KiB message is one read, not one per
+/// mark. If the peer then stops taking writes, that one read is buffered and
+/// reading pauses.
 #[test]
 fn a_peer_that_keeps_up_is_read_a_whole_message_at_a_time() {
     let ev = EventLoop::new().unwrap();
@@ -274,8 +274,73 @@ fn a_peer_that_keeps_up_is_read_a_whole_message_at_a_time() {
     peer.send(&[3; 1_000_000]);
     turns(&ev, 3);
     assert!(t.is_writing_paused());
-    assert_eq!(t.write_buffer_size(), 200_000);
-    assert_eq!(seen.borrow().bytes.len(), 400_000);
+    // It took 200,000 bytes: one read of up to 400,000, cut at the budget.
+    assert_eq!(t.write_buffer_size(), READ_BUDGET);
+    assert_eq!(seen.borrow().bytes.len(), 200_000 + READ_BUDGET);
+}
+
+/// The evidence lasts until the socket refuses a write: a dispatch that
+/// reads nothing (a writable edge, or a readable one whose data an earlier
+/// read took) does not spend it, and a refusal does. After one, a read takes
+/// only what fits below the mark again.
+#[test]
+fn a_refused_write_bounds_the_next_read_by_the_mark_again() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::echo();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    let (high, _) = t.write_buffer_limits();
+    echo_100k(&ev, &peer, &seen, 1);
+    // A writable edge, then a readable one, with nothing to read.
+    peer.set_room(None);
+    turns(&ev, 2);
+    assert!(peer.send(&[]));
+    turns(&ev, 2);
+    assert_eq!(echo_100k(&ev, &peer, &seen, 2), [Ev::Data(100_000)]);
+
+    // The grown read takes the whole message; the socket takes part of its
+    // echo, then refuses.
+    peer.set_room(Some(50_000));
+    assert_eq!(echo_part(&ev, &peer, &seen, 3), [Ev::Data(100_000)]);
+    assert_eq!(t.write_buffer_size(), 50_000);
+    assert!(!t.is_writing_paused());
+    // Up to the mark, then one minimum read (4 KiB) takes it over: paused.
+    assert_eq!(
+        echo_part(&ev, &peer, &seen, 4),
+        [Ev::Data(high - 50_000), Ev::Data(4096), Ev::PauseWriting]
+    );
+}
+
+/// The same when the refusal comes while the buffer is flushed: what the
+/// socket took before it refused does not count.
+#[test]
+fn a_refused_flush_bounds_the_next_read_by_the_mark_again() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::echo();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    let (high, _) = t.write_buffer_limits();
+    echo_100k(&ev, &peer, &seen, 1);
+    echo_100k(&ev, &peer, &seen, 2);
+    peer.set_room(Some(50_000));
+    assert_eq!(echo_part(&ev, &peer, &seen, 3), [Ev::Data(100_000)]);
+    assert_eq!(t.write_buffer_size(), 50_000);
+
+    // The peer takes 40,000 more (over half a mark), then refuses again.
+    peer.set_room(Some(40_000));
+    turns(&ev, 2);
+    assert_eq!(t.write_buffer_size(), 10_000);
+    assert_eq!(
+        echo_part(&ev, &peer, &seen, 4),
+        [Ev::Data(high - 10_000), Ev::Data(4096), Ev::PauseWriting]
+    );
+}
+
+/// Sends a 100,000-byte message, runs two turns and returns the protocol's
+/// events of that round, whatever came back.
+fn echo_part(ev: &EventLoop, peer: &memory::Peer, seen: &Shared, byte: u8) -> Vec<Ev> {
+    seen.borrow_mut().events.clear();
+    peer.send(&[byte; 100_000]);
+    turns(ev, 2);
+    seen.borrow().events.clone()
 }
 
 /// The growth stops while this thread's connections hold more than a few MiB

@@ -71,9 +71,9 @@ pub(crate) struct State {
     /// even after a short read.
     pub(crate) read_closed: bool,
     pub(crate) write_ready: bool,
-    /// Bytes the peer took whole (writes that did not have to be buffered)
-    /// since the last read: what the next read may count on being able to
-    /// echo (see `dispatch::read`). Zero once a write had to be buffered.
+    /// Bytes the socket took since it last refused a write: how far the
+    /// peer has shown it keeps up, what lets a read take more than the
+    /// high-water mark allows (see `dispatch::read`). Zero after a refusal.
     pub(crate) took: usize,
     pub(crate) reading_paused: bool,
     /// A framer's own pause (`Transport::hold_reading`), apart from the
@@ -357,13 +357,11 @@ impl Conn {
             }
             if written < total {
                 st.write_ready = false;
+                st.took = 0;
+            } else {
+                st.took = st.took.saturating_add(total);
             }
         }
-        st.took = if written == total {
-            st.took.saturating_add(total)
-        } else {
-            0
-        };
         if written == total {
             return self.watch_layer(lp, st);
         }
@@ -402,9 +400,13 @@ impl Conn {
             }
             match io.write(st.wbuf.pending()) {
                 Ok(0) => break Err(io::Error::from(io::ErrorKind::WriteZero)),
-                Ok(n) => st.wbuf.consume(n),
+                Ok(n) => {
+                    st.wbuf.consume(n);
+                    st.took = st.took.saturating_add(n);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     st.write_ready = false;
+                    st.took = 0;
                     break Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

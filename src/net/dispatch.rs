@@ -130,7 +130,6 @@ impl Conn {
         }
         let mut buf = core::take_read_buf();
         let mut budget = READ_BUDGET;
-        let took = std::mem::take(&mut self.st.borrow_mut().took);
         let mut spent = false;
         let mut got = false;
         loop {
@@ -143,20 +142,20 @@ impl Conn {
                 // Backpressure: a read takes no more than the write side can
                 // absorb below its high-water mark, so a peer that stops
                 // reading what it is sent leaves at most about one high-water
-                // mark buffered, not a whole read budget more. A peer that
-                // took more than that whole since the last read has shown it
-                // keeps up (or its kernel did): a read may take twice that,
-                // so a message of that size is one short read, not one per
-                // mark, as long as this thread's connections hold less than
-                // `GROWTH_ALLOWANCE` in write buffers. Peers that then stop
-                // reading pin at most that allowance beyond one mark each. A
-                // protocol that handles its own backpressure reads the full
-                // budget.
+                // mark buffered, not a whole read budget more. A peer whose
+                // socket took more than that since it last refused a write
+                // has shown it keeps up (or its kernel did): a read may take
+                // twice that, so a message of that size is one short read,
+                // not one per mark, as long as this thread's connections
+                // hold less than `GROWTH_ALLOWANCE` in write buffers. Peers
+                // that then stop reading pin at most that allowance beyond
+                // one mark each. A protocol that handles its own
+                // backpressure reads the full budget.
                 let limit = if st.read_while_write_paused {
                     budget
                 } else {
                     let (_, high) = st.wbuf.flow.limits();
-                    let grown = took.saturating_mul(2);
+                    let grown = st.took.saturating_mul(2).min(budget);
                     let room = if grown > high
                         && buffer::held_on_this_thread().saturating_add(grown)
                             <= buffer::GROWTH_ALLOWANCE
