@@ -334,6 +334,39 @@ fn a_refused_flush_bounds_the_next_read_by_the_mark_again() {
     );
 }
 
+/// The evidence adds up without a ceiling of its own: a peer that has taken
+/// megabytes (twice that is over the thread's allowance) still gets a grown
+/// read, at most the read budget.
+#[test]
+fn a_peer_that_kept_up_for_megabytes_still_gets_whole_messages() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::echo();
+    let (_t, peer) = memory::open(&ev, rec).unwrap();
+    for i in 0..30 {
+        echo_100k(&ev, &peer, &seen, i);
+    }
+    assert_eq!(echo_100k(&ev, &peer, &seen, 30), [Ev::Data(100_000)]);
+}
+
+/// What a flush sends counts: once the peer took the buffered rest of a
+/// refused echo, whole messages are back.
+#[test]
+fn a_flush_that_empties_the_buffer_earns_the_growth_back() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::echo();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    echo_100k(&ev, &peer, &seen, 1);
+    echo_100k(&ev, &peer, &seen, 2);
+    peer.set_room(Some(50_000));
+    assert_eq!(echo_part(&ev, &peer, &seen, 3), [Ev::Data(100_000)]);
+    assert_eq!(t.write_buffer_size(), 50_000);
+    peer.set_room(None);
+    turns(&ev, 2);
+    assert_eq!(t.write_buffer_size(), 0);
+    peer.take_written();
+    assert_eq!(echo_100k(&ev, &peer, &seen, 4), [Ev::Data(100_000)]);
+}
+
 /// Sends a 100,000-byte message, runs two turns and returns the protocol's
 /// events of that round, whatever came back.
 fn echo_part(ev: &EventLoop, peer: &memory::Peer, seen: &Shared, byte: u8) -> Vec<Ev> {

@@ -71,9 +71,10 @@ pub(crate) struct State {
     /// even after a short read.
     pub(crate) read_closed: bool,
     pub(crate) write_ready: bool,
-    /// Bytes the socket took since it last refused a write: how far the
-    /// peer has shown it keeps up, what lets a read take more than the
-    /// high-water mark allows (see `dispatch::read`). Zero after a refusal.
+    /// Bytes written since the socket last refused a write (over TLS: since
+    /// it last refused the layer's records): how far the peer has shown it
+    /// keeps up, what lets a read take more than the high-water mark allows
+    /// (see `dispatch::read`). Zero after a refusal.
     pub(crate) took: usize,
     pub(crate) reading_paused: bool,
     /// A framer's own pause (`Transport::hold_reading`), apart from the
@@ -355,12 +356,16 @@ impl Conn {
                 Ok(n) => written = n,
                 Err(e) => return self.close_now(lp, st, Some(Failure::new(e))),
             }
+            // A layer may take it all and the socket refuse its records.
+            let refused = written < total || io.has_pending();
             if written < total {
                 st.write_ready = false;
-                st.took = 0;
-            } else {
-                st.took = st.took.saturating_add(total);
             }
+            st.took = if refused {
+                0
+            } else {
+                st.took.saturating_add(total)
+            };
         }
         if written == total {
             return self.watch_layer(lp, st);
@@ -413,6 +418,9 @@ impl Conn {
                 Err(e) => break Err(e),
             }
         };
+        if io.has_pending() {
+            st.took = 0;
+        }
         match r {
             Err(e) => self.close_now(lp, st, Some(Failure::new(e))),
             Ok(()) => self.after_drain(lp, st),
@@ -440,6 +448,7 @@ impl Conn {
             }
             Ok(false) => {
                 st.write_ready = false;
+                st.took = 0;
                 false
             }
             Err(e) => {

@@ -142,10 +142,11 @@ impl Conn {
                 // Backpressure: a read takes no more than the write side can
                 // absorb below its high-water mark, so a peer that stops
                 // reading what it is sent leaves at most about one high-water
-                // mark buffered, not a whole read budget more. A peer whose
-                // socket took more than that since it last refused a write
-                // has shown it keeps up (or its kernel did): a read may take
-                // twice that, so a message of that size is one short read,
+                // mark buffered, not a whole read budget more. What was
+                // written since the socket last refused a write shows how
+                // far the peer keeps up (or its kernel does): a read may take
+                // twice that, when that is over the mark, and at most the
+                // budget, so a message the peer took is one short read,
                 // not one per mark, as long as this thread's connections
                 // hold less than `GROWTH_ALLOWANCE` in write buffers. Peers
                 // that then stop reading pin at most that allowance beyond
