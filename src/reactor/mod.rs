@@ -4,6 +4,7 @@
 //! for one operation and never while user code runs. Tests: tests/loop_*.rs.
 
 mod callback;
+mod decay;
 mod embed;
 mod exceptions;
 mod handle;

@@ -12,11 +12,13 @@
 //! ids of due timers, by sequence number. Not here: running tasks (reactor/mod.rs). Tests: below,
 //! tests/loop_order.rs, tests/loop_callbacks.rs.
 
+use super::decay::Peak;
 use super::source::SourceKey;
 use super::timers::TimerId;
 use crate::context::Context;
 use std::collections::VecDeque;
 use std::panic::Location;
+use std::time::Instant;
 
 /// A scheduled callback: stored inline when small (reactor/callback.rs).
 pub(crate) type Callback = super::callback::LoopFn;
@@ -65,10 +67,10 @@ pub(crate) struct ReadyQueue {
     /// slot is freed when it is popped. Kept apart so that a task is 40 bytes,
     /// not 56: every callback is written to and read back from the queue.
     timers: VecDeque<(u64, TimerId)>,
-    /// `head` at the last `trim`, and the most tasks a turn ran, halved
-    /// each turn: what the queue keeps room for.
+    /// `head` at the last `trim`, and the most tasks a turn ran recently
+    /// (decay.rs): what the queue keeps room for.
     trimmed_at: u64,
-    peak: usize,
+    peak: Peak,
 }
 
 impl ReadyQueue {
@@ -161,20 +163,31 @@ impl ReadyQueue {
 
     /// Gives back a burst's memory once the queue is empty: capacity past
     /// [`KEEP`] and four times what recent turns ran (the most tasks a turn
-    /// ran, halved each turn) goes. The loop calls it once a turn (step 1):
-    /// a steady load, or bursts a turn or two apart, never reallocate here;
-    /// after a burst, the queue is back to `KEEP` within a few turns.
-    pub(crate) fn trim(&mut self) {
+    /// ran, halved every [`DECAY`](super::decay::DECAY) of loop time) goes.
+    /// The loop calls it once a turn (step 1), with its clock, read only
+    /// while there is a burst to forget: a steady load, or bursts less than
+    /// a few `DECAY` apart, never reallocate here; after a burst, the queue
+    /// is back to `KEEP` within a few `DECAY`.
+    pub(crate) fn trim(&mut self, now: impl Fn() -> Instant) {
         let ran = usize::try_from(self.head - self.trimmed_at).unwrap_or(usize::MAX);
         self.trimmed_at = self.head;
-        self.peak = ran.max(self.peak / 2);
-        let keep = KEEP.max(2 * self.peak);
+        self.peak.note(ran, &now);
+        if !self.holds_burst() {
+            return;
+        }
+        let keep = KEEP.max(2 * self.peak.decay(now()).max(ran));
         if self.q.is_empty() && self.q.capacity() > 2 * keep {
             self.q = VecDeque::with_capacity(keep);
         }
         if self.timers.is_empty() && self.timers.capacity() > 2 * keep {
             self.timers = VecDeque::new();
         }
+    }
+
+    /// Whether the queue has room past what it keeps when quiet: a later
+    /// trim may give it back.
+    pub(crate) fn holds_burst(&self) -> bool {
+        self.q.capacity() > 2 * KEEP || self.timers.capacity() > 2 * KEEP
     }
 
     /// Takes every task out (for `close()`); sequence numbers stay consumed.
@@ -256,23 +269,32 @@ mod tests {
             q.push(task());
             q.push_timer(task(), heap.insert(now, ()));
         }
-        q.trim();
+        let t0 = std::time::Instant::now();
+        let at = |ms: u64| move || t0 + std::time::Duration::from_millis(ms);
+        q.trim(at(0));
         assert!(q.q.capacity() >= 20 * KEEP, "not while tasks wait");
         while q.pop().is_some() {
             q.popped_timer();
         }
         let seq = q.next_seq();
-        // Quiet turns: back to `KEEP` within a few.
-        for _ in 0..8 {
-            q.trim();
+        // Quiet turns, many, within one `DECAY`: the room is kept (a
+        // burst a few turns later would only fault it in again).
+        for _ in 0..100 {
+            q.trim(at(50));
+        }
+        assert!(q.q.capacity() >= 20 * KEEP, "given back within a DECAY");
+        // Quiet time: back to `KEEP` within a few `DECAY`.
+        for i in 1..=8 {
+            q.trim(at(100 * i));
         }
         assert!(q.q.capacity() <= KEEP && q.timers.capacity() <= KEEP);
         assert_eq!(q.next_seq(), seq, "sequence numbers go on");
         // A steady load past `KEEP`, the queue empty between turns (I/O
-        // tasks and remote calls are queued in the turn): no reallocation.
+        // tasks and remote calls are queued in the turn): no reallocation,
+        // however long it lasts.
         let mut caps = Vec::new();
-        for _ in 0..20 {
-            q.trim();
+        for i in 0..20 {
+            q.trim(at(1000 + 70 * i));
             caps.push(q.q.capacity());
             for _ in 0..5 * KEEP {
                 q.push(task());
@@ -290,7 +312,7 @@ mod tests {
         }
         while q.pop().is_some() {}
         let cap = q.q.capacity();
-        q.trim();
+        q.trim(std::time::Instant::now);
         assert_eq!(q.q.capacity(), cap);
     }
 

@@ -11,6 +11,7 @@
 //! nothing. A call costs one lock (its count is kept under it) and a load of the
 //! flag: no other atomic. Tests: tests/loop_threadsafe.rs, tests/loop_callbacks.rs.
 
+use super::decay::Peak;
 use super::monitor::MonitorState;
 use super::Loop;
 use crate::deferred::Deferred;
@@ -40,31 +41,39 @@ pub(crate) const REMOTE_KEEP: usize = 16 * 1024;
 #[derive(Default)]
 pub(crate) struct Spare {
     pub(crate) jobs: Vec<RemoteJob>,
-    /// The most calls a drain took recently: halved each turn.
-    peak: usize,
+    /// The most calls a drain took recently (decay.rs).
+    peak: Peak,
     /// The capacity handed to the queue at the last drain.
     given: usize,
 }
 
 impl Spare {
     /// Takes the queued calls into `jobs`.
-    pub(crate) fn take(&mut self, shared: &Shared) {
+    pub(crate) fn take(&mut self, shared: &Shared, now: impl FnOnce() -> Instant) {
         self.given = self.jobs.capacity();
         shared.take_jobs(&mut self.jobs);
-        self.peak = self.peak.max(self.jobs.len());
+        self.peak.note(self.jobs.len(), now);
     }
 
     /// Once a turn: frees either buffer, once empty, if it holds more than
-    /// `REMOTE_KEEP` and four times what recent drains took.
-    pub(crate) fn trim(&mut self, shared: &Shared) {
-        let keep = REMOTE_KEEP.max(4 * self.peak);
-        self.peak /= 2;
+    /// `REMOTE_KEEP` and four times what recent drains took. The clock is
+    /// read only while one does.
+    pub(crate) fn trim(&mut self, shared: &Shared, now: impl FnOnce() -> Instant) {
+        if !self.holds_burst() {
+            return;
+        }
+        let keep = REMOTE_KEEP.max(4 * self.peak.decay(now()));
         if self.jobs.is_empty() && self.jobs.capacity() > keep {
             self.jobs = Vec::new();
         }
         if self.given > keep {
             self.given = shared.shrink_if_empty(keep);
         }
+    }
+
+    /// Whether either buffer has room past what is kept when quiet.
+    pub(crate) fn holds_burst(&self) -> bool {
+        self.jobs.capacity() > REMOTE_KEEP || self.given > REMOTE_KEEP
     }
 }
 

@@ -8,6 +8,7 @@
 //! step 6 waits for the next turn, whose poll then has a zero timeout.
 //! Tests: tests/loop_order.rs, tests/loop_timers.rs.
 
+use super::decay::DECAY;
 use super::monitor::{Published, LIST_AT_MOST, PUBLISH_EVERY};
 use super::ready::{Job, Task};
 use super::source::{Ready, SourceKey};
@@ -40,14 +41,21 @@ impl Inner {
     /// each kept at a few times what recent turns used.
     fn trim(&self) {
         self.timers.borrow_mut().trim();
-        self.ready.borrow_mut().trim();
-        self.spare.borrow_mut().trim(&self.shared);
+        self.ready.borrow_mut().trim(|| self.now());
+        self.spare.borrow_mut().trim(&self.shared, || self.now());
+    }
+
+    /// Whether a buffer holds a past burst's room that a later step 1 may
+    /// give back (decay.rs).
+    fn holds_burst(&self) -> bool {
+        self.ready.borrow().holds_burst() || self.spare.borrow().holds_burst()
     }
 
     /// Step 2: zero if there is work, a pending stop, or events the last
     /// poll had no room for; else until the earliest timer (capped at 24 h;
     /// with manual time, none: no timer comes due by waiting); else `None`
-    /// (block). Never more than `max_wait`, if given.
+    /// (block). At most `DECAY` while a buffer holds a past burst's room, so
+    /// an idle loop gives it back too. Never more than `max_wait`, if given.
     pub(crate) fn poll_timeout(&self, max_wait: Option<Duration>) -> Option<Duration> {
         let own =
             if self.stopping.get() || self.events_full.get() || !self.ready.borrow().is_empty() {
@@ -61,6 +69,11 @@ impl Inner {
                     Some(wait.min(MAX_TIMEOUT))
                 })
             };
+        let own = if self.manual.is_none() && self.holds_burst() {
+            Some(own.map_or(DECAY, |t| t.min(DECAY)))
+        } else {
+            own
+        };
         match (own, max_wait) {
             (Some(t), Some(m)) => Some(t.min(m)),
             (t, m) => t.or(m),
@@ -109,7 +122,7 @@ impl Inner {
         // some thread queued one since the last drain.
         if self.shared.wake_pending() {
             let mut spare = self.spare.borrow_mut();
-            spare.take(&self.shared);
+            spare.take(&self.shared, || self.now());
             for job in spare.jobs.drain(..) {
                 ready.push(Task {
                     job: Job::Call(job.f.into_local()),
@@ -222,13 +235,15 @@ mod tests {
     }
 
     /// After a burst of remote calls, both buffers the remote queue swaps
-    /// are given back within a few quiet turns, also when calls kept
-    /// arriving through the burst's drain (the last swap then hands the
-    /// queue an emptied big buffer).
+    /// are kept through quiet turns within a `DECAY` and given back within
+    /// a few `DECAY` of quiet time, also when calls kept arriving through
+    /// the burst's drain (the last swap then hands the queue an emptied big
+    /// buffer).
     #[test]
     fn a_burst_s_buffers_are_given_back() {
         use crate::reactor::remote::REMOTE_KEEP;
-        let ev = EventLoop::new().unwrap();
+        let clock = crate::ManualClock::new();
+        let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
         let remote = ev.remote();
         for _ in 0..100_000 {
             remote.call_soon_threadsafe(|_| {}).unwrap();
@@ -248,7 +263,12 @@ mod tests {
         let spare = || ev.lp.inner.spare.borrow().jobs.capacity();
         let queue = || ev.lp.inner.shared.lock().jobs.capacity();
         assert!(spare().max(queue()) >= 100_000);
+        for _ in 0..100 {
+            turn();
+        }
+        assert!(spare().max(queue()) >= 100_000, "kept within a DECAY");
         for _ in 0..10 {
+            clock.advance(super::DECAY);
             turn();
         }
         assert!(ev.lp.inner.ready.borrow().is_empty());
@@ -285,5 +305,35 @@ mod tests {
                     .all(|w| w[0] == w[1] || w[0] == (w[1].1, w[1].0)),
             "{seen:?}"
         );
+    }
+
+    /// A loop that goes idle after a burst gives its memory back by itself:
+    /// while a buffer holds a burst's room its poll waits at most `DECAY`;
+    /// the turn that gives it back blocks again (here until its 2.5 s).
+    #[test]
+    fn an_idle_loop_gives_a_burst_s_buffers_back() {
+        use crate::reactor::remote::REMOTE_KEEP;
+        use std::time::Instant;
+        let ev = EventLoop::new().unwrap();
+        let remote = ev.remote();
+        for _ in 0..100_000 {
+            remote.call_soon_threadsafe(|_| {}).unwrap();
+        }
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+        let holds = || ev.lp.inner.holds_burst();
+        assert!(holds());
+        let start = Instant::now();
+        let mut last_turn = start;
+        while holds() && start.elapsed() < Duration::from_secs(10) {
+            last_turn = Instant::now();
+            ev.run_once_timeout(Duration::from_millis(2500)).unwrap();
+        }
+        assert!(!holds());
+        // Without the cap, each turn would wait its 2.5 s.
+        let gave_back = last_turn - start;
+        assert!(gave_back < Duration::from_millis(1500), "{gave_back:?}");
+        assert!(ev.lp.inner.spare.borrow().jobs.capacity() <= REMOTE_KEEP);
+        assert_eq!(ev.lp.inner.poll_timeout(None), None, "blocks again");
     }
 }
