@@ -41,9 +41,13 @@ impl Peak {
             return self.most;
         };
         let periods = now.saturating_duration_since(since).as_nanos() / DECAY.as_nanos();
-        if periods > 0 {
-            self.most = self.most.checked_shr(periods.min(64) as u32).unwrap_or(0);
+        if periods >= 64 {
+            self.most = 0;
             self.since = Some(now);
+        } else if periods > 0 {
+            self.most >>= periods;
+            // What is left of a period counts toward the next one.
+            self.since = Some(since + DECAY * periods as u32);
         }
         self.most
     }
@@ -63,13 +67,18 @@ mod tests {
             assert_eq!(p.decay(t0 + DECAY / 2), 1000, "within a period");
         }
         assert_eq!(p.decay(t0 + DECAY), 500);
-        assert_eq!(
-            p.decay(t0 + DECAY + DECAY / 2),
-            500,
-            "counted from the halving"
-        );
+        assert_eq!(p.decay(t0 + DECAY + DECAY / 2), 500);
         assert_eq!(p.decay(t0 + 3 * DECAY), 125, "two periods at once");
         assert_eq!(p.decay(t0 + 6 * DECAY), 15);
+        // Calls a little less than a period apart still halve once a period.
+        let mut q = Peak::default();
+        q.note(1 << 20, || t0);
+        let mut t = t0;
+        for _ in 0..20 {
+            t += DECAY * 99 / 100;
+            q.decay(t);
+        }
+        assert_eq!(q.decay(t), 1 << (20 - 19), "19 periods in 19.8");
         p.note(10, || unreachable!("a lower use reads no clock"));
         p.note(40, || t0 + 6 * DECAY);
         assert_eq!(p.decay(t0 + 6 * DECAY), 40, "raised: full height again");

@@ -52,6 +52,8 @@ impl Loop {
     /// `Some(ZERO)` while callbacks are queued, a stop is pending, or the loop
     /// is closed (the turn then says [`Error::Closed`]); else until the
     /// earliest timer (at most 24 h); `None` if only the fd can bring work.
+    /// At most 100 ms while a past burst's buffer room waits to be given
+    /// back (reactor/decay.rs): a few more turns after a burst.
     ///
     /// It is exact (a host whose clock counts whole milliseconds rounds it
     /// *up*, or it wakes early and finds the timer not yet due), except with

@@ -30,7 +30,8 @@ impl Loop {
     }
 
     /// Runs one turn: the six steps once. It may sleep in poll as a normal turn
-    /// does (until I/O, the next timer, or a remote call).
+    /// does (until I/O, the next timer, or a remote call; at most 100 ms while
+    /// a past burst's buffer room waits to be given back).
     ///
     /// # Errors
     /// As for [`run`](Self::run).

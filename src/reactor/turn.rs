@@ -27,7 +27,7 @@ impl Inner {
         //    the buffer space they left is given back (timers/mod.rs), and
         //    that of a burst of callbacks or remote calls.
         self.trim();
-        let timeout = self.poll_timeout(max_wait); // 2. 0 | next deadline (≤ 24 h) | block, ≤ max_wait
+        let timeout = self.poll_timeout(max_wait); // 2. 0 | next deadline (≤ 24 h) | block; ≤ 100 ms after a burst, ≤ max_wait
         self.poll(timeout)?; //                 3. the only place the loop sleeps
         self.queue_io_callbacks(); //           4. ready sources and remote calls → ready queue
         self.queue_due_timers(); //             5. deadline <= now, FIFO among equals
@@ -55,7 +55,8 @@ impl Inner {
     /// poll had no room for; else until the earliest timer (capped at 24 h;
     /// with manual time, none: no timer comes due by waiting); else `None`
     /// (block). At most `DECAY` while a buffer holds a past burst's room, so
-    /// an idle loop gives it back too. Never more than `max_wait`, if given.
+    /// an idle loop gives it back too (not with manual time: waiting moves
+    /// no clock). Never more than `max_wait`, if given.
     pub(crate) fn poll_timeout(&self, max_wait: Option<Duration>) -> Option<Duration> {
         let own =
             if self.stopping.get() || self.events_full.get() || !self.ready.borrow().is_empty() {
@@ -277,10 +278,12 @@ mod tests {
     }
 
     /// A steady load larger than what is kept: no buffer is given back
-    /// between turns (it would only be grown again).
+    /// between turns (it would only be grown again), also with the turns a
+    /// `DECAY` apart, each burst's peak halved by the next trim.
     #[test]
     fn a_steady_load_keeps_its_buffers() {
-        let ev = EventLoop::new().unwrap();
+        let clock = crate::ManualClock::new();
+        let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
         let remote = ev.remote();
         let turn = || ev.run_once_timeout(Duration::ZERO).unwrap();
         let caps = || {
@@ -297,6 +300,7 @@ mod tests {
             }
             turn();
             seen.push(caps());
+            clock.advance(super::DECAY);
         }
         assert!(
             seen[4..].iter().all(|&(a, b)| a >= 33_000 && b >= 33_000)
