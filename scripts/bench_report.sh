@@ -3,7 +3,7 @@
 # (issue 6): the loop and Deferred micro-benchmarks beside tokio, and the TCP
 # echo comparison (deferloop callbacks, coroutines on deferloop, tokio, a
 # hand-written mio server, and the Python peers when they install), then many
-# idle connections beside tokio. About six minutes on 2 cores once built. Never
+# idle connections beside tokio. About thirty minutes on 2 cores once built. Never
 # edit the figures by hand: notes (causes, not numbers) go in scripts/bench_notes.md.
 #
 # ECHO_SECONDS, ECHO_ROUNDS, ECHO_PY_SECONDS, ECHO_PY_ROUNDS shorten the echo
