@@ -88,6 +88,19 @@ impl Echo {
         back
     }
 
+    /// The client's records for `len` bytes, all handed to the server's
+    /// "socket" at once, before any turn reads them.
+    fn send_at_once(&mut self, len: usize) {
+        let mut records = Vec::new();
+        for chunk in vec![5u8; len].chunks(16 << 10) {
+            self.client.writer().write_all(chunk).unwrap();
+            while self.client.wants_write() {
+                self.client.write_tls(&mut records).unwrap();
+            }
+        }
+        self.peer.send(&records);
+    }
+
     fn read(&self) -> usize {
         self.seen.borrow().bytes.len()
     }
@@ -111,14 +124,7 @@ fn a_tls_peer_whose_socket_refused_the_echo_is_read_a_mark_at_a_time() {
     // The client goes on sending; the server reads up to the mark and one
     // minimum read over it, then pauses.
     let before = e.read();
-    let mut records = Vec::new();
-    for chunk in vec![3u8; 1_000_000].chunks(16 << 10) {
-        e.client.writer().write_all(chunk).unwrap();
-        while e.client.wants_write() {
-            e.client.write_tls(&mut records).unwrap();
-        }
-    }
-    e.peer.send(&records);
+    e.send_at_once(1_000_000);
     for _ in 0..5 {
         e.turn();
     }
@@ -137,14 +143,7 @@ fn a_tls_peer_that_keeps_up_is_read_a_whole_message_at_a_time() {
     assert_eq!(e.send(100_000, 3), 100_000);
     let before = e.seen.borrow().events.len();
     // One message, all of it in before a turn: one read.
-    let mut records = Vec::new();
-    for chunk in vec![5u8; 100_000].chunks(16 << 10) {
-        e.client.writer().write_all(chunk).unwrap();
-        while e.client.wants_write() {
-            e.client.write_tls(&mut records).unwrap();
-        }
-    }
-    e.peer.send(&records);
+    e.send_at_once(100_000);
     e.turn();
     let events = e.seen.borrow().events[before..].to_vec();
     assert_eq!(events, [util::net::Ev::Data(100_000)]);
