@@ -21,6 +21,8 @@ pub(crate) struct Peak {
     most: usize,
     /// When `most` was last raised or halved.
     since: Option<Instant>,
+    /// The use noted last, until [`room`](Self::room) takes it.
+    last: usize,
 }
 
 impl Peak {
@@ -28,6 +30,7 @@ impl Peak {
     /// peak.
     #[inline]
     pub(crate) fn note(&mut self, used: usize, now: impl FnOnce() -> Instant) {
+        self.last = used;
         if used > self.most {
             self.most = used;
             self.since = Some(now());
@@ -50,6 +53,13 @@ impl Peak {
             self.since = Some(since + DECAY * periods as u32);
         }
         self.most
+    }
+
+    /// What to keep room for: the decayed peak, and at least the use noted
+    /// since the last call, however long ago the peak was raised (turns a
+    /// `DECAY` apart halve each burst before the next trim sees it).
+    pub(crate) fn room(&mut self, now: Instant) -> usize {
+        self.decay(now).max(std::mem::take(&mut self.last))
     }
 }
 
@@ -83,5 +93,12 @@ mod tests {
         p.note(40, || t0 + 6 * DECAY);
         assert_eq!(p.decay(t0 + 6 * DECAY), 40, "raised: full height again");
         assert_eq!(p.decay(t0 + 1000 * DECAY), 0, "long past: nothing kept");
+        p.note(8, || t0 + 1000 * DECAY);
+        assert_eq!(
+            p.room(t0 + 1001 * DECAY),
+            8,
+            "the last use, whatever the decay"
+        );
+        assert_eq!(p.room(t0 + 1001 * DECAY), 4, "taken once");
     }
 }

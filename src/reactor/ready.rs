@@ -175,7 +175,7 @@ impl ReadyQueue {
         if !self.holds_burst() {
             return;
         }
-        let keep = KEEP.max(2 * self.peak.decay(now()).max(ran));
+        let keep = KEEP.max(2 * self.peak.room(now()));
         if self.q.is_empty() && self.q.capacity() > 2 * keep {
             self.q = VecDeque::with_capacity(keep);
         }

@@ -41,10 +41,8 @@ pub(crate) const REMOTE_KEEP: usize = 16 * 1024;
 #[derive(Default)]
 pub(crate) struct Spare {
     pub(crate) jobs: Vec<RemoteJob>,
-    /// The most calls a drain took recently (decay.rs), and the last
-    /// drain's count, kept whatever the decay: the buffers have room for it.
+    /// The most calls a drain took recently (decay.rs).
     peak: Peak,
-    last: usize,
     /// The capacity handed to the queue at the last drain.
     given: usize,
 }
@@ -54,8 +52,7 @@ impl Spare {
     pub(crate) fn take(&mut self, shared: &Shared, now: impl FnOnce() -> Instant) {
         self.given = self.jobs.capacity();
         shared.take_jobs(&mut self.jobs);
-        self.last = self.jobs.len();
-        self.peak.note(self.last, now);
+        self.peak.note(self.jobs.len(), now);
     }
 
     /// Once a turn: frees either buffer, once empty, if it holds more than
@@ -65,7 +62,7 @@ impl Spare {
         if !self.holds_burst() {
             return;
         }
-        let keep = REMOTE_KEEP.max(4 * self.peak.decay(now()).max(std::mem::take(&mut self.last)));
+        let keep = REMOTE_KEEP.max(4 * self.peak.room(now()));
         if self.jobs.is_empty() && self.jobs.capacity() > keep {
             self.jobs = Vec::new();
         }
