@@ -55,20 +55,11 @@ impl Echo {
     /// One round: the client's records in, the server's out to the client;
     /// returns the plaintext the client read.
     fn exchange(&mut self) -> usize {
-        let mut out = Vec::new();
-        while self.client.wants_write() {
-            self.client.write_tls(&mut out).unwrap();
-        }
-        if !out.is_empty() {
-            self.peer.send(&out);
-        }
-        self.turn();
-        let got = self.peer.take_written();
-        let mut records = &got[..];
-        while !records.is_empty() {
-            self.client.read_tls(&mut records).unwrap();
-            self.client.process_new_packets().unwrap();
-        }
+        let ev = &self.ev;
+        tls::exchange(&mut self.client, &self.peer, || {
+            ev.call_soon(|_| {}).unwrap();
+            ev.run_once().unwrap();
+        });
         let mut plain = Vec::new();
         let _ = self.client.reader().read_to_end(&mut plain);
         plain.len()

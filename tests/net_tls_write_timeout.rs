@@ -52,19 +52,7 @@ impl Setup {
 
     /// One round: the client's records in, the server's out to the client.
     fn exchange(&mut self) {
-        let mut out = Vec::new();
-        while self.client.wants_write() {
-            self.client.write_tls(&mut out).unwrap();
-        }
-        if !out.is_empty() {
-            self.peer.send(&out);
-        }
-        self.turn();
-        let got = self.peer.take_written();
-        if !got.is_empty() {
-            self.client.read_tls(&mut &got[..]).unwrap();
-            self.client.process_new_packets().unwrap();
-        }
+        tls::exchange(&mut self.client, &self.c.peer, || self.c.turn());
     }
 
     /// Writes `len` bytes from a loop callback (not a dispatch of this

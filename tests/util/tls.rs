@@ -85,3 +85,27 @@ pub fn raw_connect(
     }
     (sock, c)
 }
+
+/// One round between a hand-driven rustls client and a server connection in
+/// memory: the client's records to `peer`, `turn()`, then what the server
+/// wrote back into the client, processed.
+pub fn exchange(
+    client: &mut deferloop::net::tls::rustls::ClientConnection,
+    peer: &deferloop::net::memory::Peer,
+    turn: impl FnOnce(),
+) {
+    let mut out = Vec::new();
+    while client.wants_write() {
+        client.write_tls(&mut out).unwrap();
+    }
+    if !out.is_empty() {
+        peer.send(&out);
+    }
+    turn();
+    let got = peer.take_written();
+    let mut records = &got[..];
+    while !records.is_empty() {
+        client.read_tls(&mut records).unwrap();
+        client.process_new_packets().unwrap();
+    }
+}
