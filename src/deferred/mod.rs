@@ -60,6 +60,7 @@ mod callback;
 mod cancel;
 pub mod errors;
 pub mod failure;
+pub mod flow;
 mod links;
 pub mod list;
 pub mod lock;
@@ -79,6 +80,7 @@ pub use errors::{
     Abandoned, AlreadyCalled, Cancelled, ChainedToSelf, FailureGroup, FirstError, LoopClosed,
     NotPaused, QueueOverflow, QueueUnderflow, TimedOut,
 };
+pub use flow::{loop_fn, race_either, Either};
 pub use list::{gather_results, race, DeferredList, ListResult};
 pub use lock::{DeferredLock, DeferredSemaphore, LockGuard};
 pub use queue::DeferredQueue;
