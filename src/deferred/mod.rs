@@ -64,6 +64,7 @@ pub mod flow;
 mod links;
 pub mod list;
 pub mod lock;
+pub mod map;
 mod node;
 pub mod queue;
 mod repr;
@@ -84,6 +85,7 @@ pub use errors::{
 pub use flow::{loop_fn, race_either, Either};
 pub use list::{gather_results, race, DeferredList, ListResult};
 pub use lock::{DeferredLock, DeferredSemaphore, LockGuard};
+pub use map::{for_each_limit, map_limit, map_limit_settled};
 pub use queue::DeferredQueue;
 pub use resolver::Resolver;
 pub use retry::{retry, Backoff, GaveUp, GiveUpReason, Jitter, RetryPolicy};
