@@ -94,8 +94,10 @@ fn cancelling_a_connect_abandons_it() {
     let (rec, seen) = Rec::new();
     let d = ev.connect_tcp(addr, rec).connected();
     assert_eq!(ev.io_source_count(), 1);
+    assert_eq!(ev.timer_count(), 1, "the connect's deadline");
     d.cancel();
     assert_eq!(ev.io_source_count(), 0);
+    assert_eq!(ev.timer_count(), 0, "the deadline went with the connect");
     let f = d.result().unwrap().unwrap_err();
     assert!(f.check::<Cancelled>());
     assert!(seen.borrow().events.is_empty());

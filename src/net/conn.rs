@@ -320,6 +320,10 @@ impl Conn {
             st.made = false;
             self.close_now(lp, &mut st, None);
             st.connect = None;
+            // A connect abandoned early leaves no 30 s deadline behind.
+            if let Some(h) = st.connect_timer.take() {
+                h.cancel();
+            }
         }
         let proto = self.proto.try_borrow_mut().ok().and_then(|mut p| p.take());
         let garbage = (proto, lp.remove_source(self.key));
