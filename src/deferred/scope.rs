@@ -15,6 +15,26 @@
 //! Trio's nursery, asyncio's `TaskGroup` and tokio's `JoinSet`, without a
 //! cancel counter to corrupt: a child's `Cancelled` is the scope's own when
 //! the scope cancelled it, and a failure otherwise.
+//!
+//! # What cancelling a child releases
+//!
+//! Cancelling is synchronous: when [`Deferred::cancel`] returns, the child
+//! has failed with [`Cancelled`] and released what it waited on.
+//!
+//! | the child waits on | cancelling it |
+//! |---|---|
+//! | a [`Stream`](crate::net::Stream) read | drops the read request; bytes already buffered stay for the next read |
+//! | a connect (`connect_tcp`, `Stream::connect`, by name) | closes the socket, cancels the connect deadline and any name lookup |
+//! | a timer ([`defer_later`](super::defer_later), `add_timeout`) | removes it from the timer wheel at once |
+//! | a thread job ([`defer_to_thread`](crate::Loop::defer_to_thread)) | a queued job is removed and never runs; a running one cannot be stopped: it runs on and its result is dropped (Trio's `abandon_on_cancel=True`) |
+//! | a [`DeferredLock`](super::DeferredLock) / [`DeferredSemaphore`](super::DeferredSemaphore) acquire | removes the waiter; a guard already given is released when dropped |
+//! | a [`DeferredQueue`](super::DeferredQueue) get | removes the getter; a later `put` stays in the queue |
+//! | a child process's [`wait`](crate::process::Process::wait) | stops waiting; the child runs on — kill it in an errback that sees `Cancelled` to tie it to the scope |
+//! | another scope, a [`map_limit`](super::map_limit), a [`retry`](super::retry), a [`loop_fn`](super::loop_fn) | cancels what that one owns, the same way |
+//!
+//! tokio's `JoinSet` aborts tasks but not `spawn_blocking` jobs, silently;
+//! here the table says what happens to each. Checked by
+//! tests/scope_cancel_releases.rs.
 
 // Tests: tests/deferred_scope.rs.
 
