@@ -30,7 +30,7 @@
 //! | a [`DeferredLock`](super::DeferredLock) / [`DeferredSemaphore`](super::DeferredSemaphore) acquire | removes the waiter; a guard already given is released when dropped |
 //! | a [`DeferredQueue`](super::DeferredQueue) get | removes the getter; a later `put` stays in the queue |
 //! | a child process's [`wait`](crate::process::Process::wait) | stops waiting; the child runs on — kill it in an errback that sees `Cancelled` to tie it to the scope |
-//! | another scope, a [`map_limit`](super::map_limit), a [`retry`](super::retry), a [`loop_fn`](super::loop_fn) | cancels what that one owns, the same way |
+//! | another scope, a [`map_limit`](super::map_limit), a [`retry`](fn@super::retry), a [`loop_fn`](super::loop_fn) | cancels what that one owns, the same way |
 //!
 //! tokio's `JoinSet` aborts tasks but not `spawn_blocking` jobs, silently;
 //! here the table says what happens to each. Checked by
