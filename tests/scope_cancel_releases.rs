@@ -3,10 +3,8 @@
 //! child's exit. The table in `deferloop::deferred::scope`'s docs says what
 //! each cancellation does; each row is checked here.
 
-#[allow(dead_code)]
 #[path = "util/process.rs"]
 mod process_util;
-#[allow(dead_code)]
 mod util;
 
 use deferloop::deferred::{defer_later, scope, DeferredLock, DeferredQueue, DeferredSemaphore};
