@@ -125,13 +125,14 @@ where
     R: IntoStep<Output = ControlFlow<T, S>>,
     F: FnMut(S) -> R + 'static,
 {
+    if l.ended.get() {
+        return;
+    }
+    // Out of its cell while the loop runs; back in only while a step waits.
+    let Some(mut step) = l.step.borrow_mut().take() else {
+        return;
+    };
     loop {
-        if l.ended.get() {
-            return;
-        }
-        let Some(mut step) = l.step.borrow_mut().take() else {
-            return;
-        };
         let out = catch_unwind(AssertUnwindSafe(|| step(state)));
         if l.ended.get() {
             // Cancelled from inside the step: what it returned is dropped
@@ -144,7 +145,6 @@ where
             }
             return l.finish(Err(Failure::new(super::Cancelled)));
         }
-        *l.step.borrow_mut() = Some(step);
         let r = match out {
             Ok(r) => r.into_step(),
             Err(p) => Step::Ready(Err(Failure::from_panic(p, l.at))),
@@ -154,6 +154,7 @@ where
             Step::Chain(d) => match d.result() {
                 Ok(r) => r,
                 Err(pending) => {
+                    *l.step.borrow_mut() = Some(step);
                     *l.waiting.borrow_mut() = Some(pending.weak_node());
                     let me = l.clone();
                     pending
