@@ -190,6 +190,40 @@ fn main() {
         ],
     );
 
+    // (b3) moving a pending timer (an idle timeout re-armed at each read):
+    // Handle::reset versus Sleep::reset, one timer each, re-filed n times.
+    compare(
+        "reset a pending timer (deferloop Handle::reset) vs Sleep::reset (tokio)",
+        1_000_000,
+        &mut [
+            Contender {
+                name: "deferloop Handle::reset",
+                run: Box::new(|n| {
+                    let h = ev.call_later(Duration::from_secs(60), |_| {}).unwrap();
+                    for i in 0..n {
+                        h.reset(Duration::from_secs(60 + i % 100)).unwrap();
+                    }
+                    h.cancel();
+                }),
+            },
+            Contender {
+                name: "tokio Sleep::reset",
+                run: Box::new(|n| {
+                    rt.block_on(async {
+                        let s = tokio::time::sleep(Duration::from_secs(60));
+                        let mut s = std::pin::pin!(s);
+                        let _ = futures_poll_once(s.as_mut()).await;
+                        for i in 0..n {
+                            let at =
+                                tokio::time::Instant::now() + Duration::from_secs(60 + i % 100);
+                            s.as_mut().reset(at);
+                        }
+                    });
+                }),
+            },
+        ],
+    );
+
     // Issue 19's targets at N = 1,000,000 (the operations per sample).
     target_ns(
         "N = 1,000,000 timers set then cancelled at most 100 ns per timer",

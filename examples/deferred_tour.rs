@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     match ev.run_until(d) {
         Ok(v) => println!("3. unexpected: {v}"),
         Err(f) => println!(
-            "3. timed out: {} (is TimedOut: {})",
+            "3. timed out: {:#} (is TimedOut: {})",
             f,
             f.check::<TimedOut>()
         ),

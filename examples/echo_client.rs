@@ -143,7 +143,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("echo_client: {e}");
+            eprintln!("echo_client: {e:#}"); // `:#`: with the failure's causes
             ExitCode::FAILURE
         }
     }

@@ -139,7 +139,7 @@ fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tls_echo: {e}");
+            eprintln!("tls_echo: {e:#}"); // `:#`: with the failure's causes
             ExitCode::FAILURE
         }
     }

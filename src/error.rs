@@ -11,9 +11,24 @@
 //! - constructors take types that make bad input unrepresentable
 //!   (`NonZeroUsize`) or return their own error.
 //!
-//! `Error::TimedOut`, `Stopped` and `Failed` are what
-//! [`Remote::call_blocking`](crate::Remote::call_blocking) returns to the
-//! waiting thread (not the chain's [`TimedOut`](crate::deferred::TimedOut)).
+//! What leaves the loop for `main` is an [`Error`] too:
+//! [`run_until`](crate::Loop::run_until) and
+//! [`Remote::call_blocking`](crate::Remote::call_blocking) return the
+//! Deferred's failure as [`Error::Failed`], and their own refusals (closed,
+//! running, stopped, timed out waiting) as the other variants. `Error` is a
+//! `std::error::Error + Send + Sync + 'static`, so `?` takes it into
+//! `anyhow::Result` or `Box<dyn Error>`; `Failed`'s `source()` is the
+//! failure's own error, so a chain walk finds the `TimedOut`, `io::Error`, ...
+//! inside, and [`Error::check`] / [`Error::downcast_ref`] look there directly.
+//!
+//! Where this does better than its models: anyhow's `Error` turned into a
+//! `Box<dyn Error>` can no longer be downcast to what it wrapped; a bare
+//! [`Failure`](crate::Failure) no other clone holds becomes a box that *is*
+//! its error (`downcast_ref::<TimedOut>()` on the box works). Twisted turns a
+//! failure into text when it leaves its thread; here it crosses whole, origin
+//! and backtrace included. The one thing `?` cannot do is take a bare
+//! `Result<_, Failure>` into `anyhow::Result` (a `Failure` that converted from
+//! every error could not also be one): write `.map_err(Failure::into_error)?`.
 
 use std::fmt;
 use std::io;
@@ -46,9 +61,12 @@ pub enum Error {
     InUse,
     /// An argument was out of its documented range; the message says which.
     InvalidInput(&'static str),
-    /// The awaited Deferred failed; the failure, rendered (a `Failure` cannot
-    /// cross threads): its messages as a `source()` chain, and where it arose.
-    Failed(crate::FailureReport),
+    /// The awaited Deferred failed with this failure. Displays as "Deferred
+    /// failed (raised at FILE:LINE:COL)", and with `{:#}` followed by the
+    /// failure's message and causes; its `source()` is the failure's own
+    /// error, so `{:#}` in anyhow prints the whole chain; its `Debug` shows
+    /// the failure's (message, causes, origin, backtrace).
+    Failed(crate::Failure),
     /// An operating-system error.
     Io(io::Error),
 }
@@ -69,7 +87,10 @@ impl fmt::Display for Error {
             Error::Gone => f.write_str("the object no longer exists"),
             Error::InUse => f.write_str("the object is in use (one of its own methods is running)"),
             Error::InvalidInput(what) => write!(f, "invalid input: {what}"),
-            Error::Failed(r) => write!(f, "the Deferred failed (raised at {})", r.origin()),
+            Error::Failed(r) if f.alternate() => {
+                write!(f, "Deferred failed (raised at {}): {r}", r.origin())
+            }
+            Error::Failed(r) => write!(f, "Deferred failed (raised at {})", r.origin()),
             Error::Io(e) => write!(f, "I/O error: {e}"),
         }
     }
@@ -79,11 +100,55 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io(e) => Some(e),
-            Error::Failed(r) => Some(r),
+            Error::Failed(r) => Some(r.error()),
             _ => None,
         }
     }
 }
+
+impl Error {
+    /// The failure, for [`Error::Failed`].
+    pub fn failure(&self) -> Option<&crate::Failure> {
+        match self {
+            Error::Failed(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The failure, for [`Error::Failed`]; else `Err` with this same error.
+    ///
+    /// # Errors
+    /// `self`, when it is not `Failed`.
+    pub fn into_failure(self) -> Result<crate::Failure, Error> {
+        match self {
+            Error::Failed(f) => Ok(f),
+            e => Err(e),
+        }
+    }
+
+    /// The error inside as an `E`: the failure's own error for
+    /// [`Error::Failed`] (as [`Failure::downcast_ref`](crate::Failure::downcast_ref)),
+    /// the `io::Error` for [`Error::Io`]; `None` for the loop's own refusals.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            Error::Failed(f) => f.downcast_ref::<E>(),
+            Error::Io(e) => (e as &(dyn std::error::Error + 'static)).downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+
+    /// Whether the error inside is an `E` (see [`downcast_ref`](Self::downcast_ref)):
+    /// `run_until(d).unwrap_err().check::<TimedOut>()`.
+    pub fn check<E: std::error::Error + 'static>(&self) -> bool {
+        self.downcast_ref::<E>().is_some()
+    }
+}
+
+/// What leaves the loop crosses threads and reaches `main`.
+const _: fn() = || {
+    fn send_sync_static<T: Send + Sync + 'static>() {}
+    send_sync_static::<Error>();
+};
 
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Self {

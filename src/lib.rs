@@ -125,7 +125,7 @@ pub mod signal;
 
 pub use clock::{AsClock, Clock, ManualClock, ManualTimer, Timer};
 pub use context::ContextVar;
-pub use deferred::failure::{Failure, FailureReport, Message, Panicked};
+pub use deferred::failure::{Failure, LocalError, Message, Panicked};
 // The conditions a chain fails with, where a user matches on them.
 pub use deferred::{
     defer_later, fail, gather_results, maybe_deferred, race, succeed, Deferred, DeferredList,

@@ -356,7 +356,7 @@ fn child_main() {
         "http_hello" => http_hello::run(args).map_err(|e| e.to_string()),
         "chat" => chat::run(args).map_err(|e| e.to_string()),
         "echo_client" => echo_client::parse_args(args)
-            .and_then(|a| echo_client::run(&a).map(drop).map_err(|e| e.to_string())),
+            .and_then(|a| echo_client::run(&a).map(drop).map_err(|e| format!("{e:#}"))),
         "echo_server" => echo_server::run(args).map_err(|e| e.to_string()),
         "proxy" => run_proxy(args).map_err(|e| e.to_string()),
         _ => unreachable!("{name}"),

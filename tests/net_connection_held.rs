@@ -57,7 +57,7 @@ fn a_refused_connect_fails_its_deferred_and_never_calls_the_protocol() {
     let conn = ev.connect_tcp(addr, rec);
     let (t, proto, connected) = conn.into_parts();
     t.write(b"lost");
-    let f = ev.run_until(connected).unwrap_err();
+    let f = ev.run_until(connected).unwrap_err().into_failure().unwrap();
     assert!(f.to_string().contains(&addr.to_string()), "{f}");
     assert!(
         seen.borrow().events.is_empty(),

@@ -343,7 +343,11 @@ fn a_connect_whose_connection_made_panics_fails_with_the_panic() {
         .listen_tcp("127.0.0.1:0".parse().unwrap(), || Rec::new().0)
         .unwrap();
     let c = ev.connect_tcp(l.local_addr().as_inet().unwrap(), PanicsWhenMade);
-    let f = ev.run_until(c.connected()).unwrap_err();
+    let f = ev
+        .run_until(c.connected())
+        .unwrap_err()
+        .into_failure()
+        .unwrap();
     assert!(f.check::<Panicked>(), "{f}");
     assert!(f.to_string().contains("made-kaput"), "{f}");
 }

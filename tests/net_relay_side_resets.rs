@@ -105,7 +105,11 @@ fn a_relay_to_a_refused_connect_fails_and_closes_the_client() {
         l.local_addr().unwrap()
     };
     let b = Stream::connect(&ev, refused);
-    let f = ev.run_until(relay(&a, &b)).unwrap_err();
+    let f = ev
+        .run_until(relay(&a, &b))
+        .unwrap_err()
+        .into_failure()
+        .unwrap();
     assert!(
         f.to_string().contains("refused") || f.check::<std::io::Error>(),
         "{f}"

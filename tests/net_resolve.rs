@@ -82,7 +82,9 @@ fn targets_parse_from_host_port_strings_pairs_and_addresses() {
         let (p, made) = quiet();
         let e = ev
             .run_until(ev.connect_tcp_to(bad, p).connected())
-            .unwrap_err();
+            .unwrap_err()
+            .into_failure()
+            .unwrap();
         assert!(e.to_string().contains(bad), "{e}");
         assert_eq!(made.get(), 0);
     }
@@ -153,7 +155,12 @@ fn when_every_address_fails_the_error_names_the_host_and_each_address() {
     let (a, b) = (closed_port(), closed_port());
     let (p, made) = quiet();
     let conn = ev.connect_tcp_with("db.test:5432", p, &options(table(vec![a, b])));
-    let e = ev.run_until(conn.connected()).unwrap_err().to_string();
+    let e = ev
+        .run_until(conn.connected())
+        .unwrap_err()
+        .into_failure()
+        .unwrap()
+        .to_string();
     assert!(e.contains("db.test:5432"), "{e}");
     assert!(
         e.contains(&a.to_string()) && e.contains(&b.to_string()),
@@ -168,7 +175,11 @@ fn a_host_that_does_not_resolve_fails_with_its_name() {
     let ev = EventLoop::new().unwrap();
     let (p, made) = quiet();
     let conn = ev.connect_tcp_with("nowhere.test:80", p, &options(table(vec![])));
-    let e = ev.run_until(conn.connected()).unwrap_err();
+    let e = ev
+        .run_until(conn.connected())
+        .unwrap_err()
+        .into_failure()
+        .unwrap();
     let text = e.to_string();
     assert!(
         text.contains("nowhere.test") && text.contains("no such host"),
@@ -179,7 +190,9 @@ fn a_host_that_does_not_resolve_fails_with_its_name() {
     let r = table(vec![]);
     let e = ev
         .run_until(r.lookup(&ev, "db.test", 1, Duration::from_secs(5)))
-        .unwrap_err();
+        .unwrap_err()
+        .into_failure()
+        .unwrap();
     assert!(e.to_string().contains("no addresses"), "{e}");
 }
 
@@ -196,7 +209,7 @@ fn a_lookup_slower_than_its_timeout_fails_in_time() {
         .unwrap_err();
     let took = t0.elapsed();
     assert!(took < Duration::from_millis(500), "{took:?}");
-    let f: &Failure = &e;
+    let f: &Failure = e.failure().expect("a failure");
     let io = f.downcast_ref::<io::Error>().expect("an io::Error");
     assert_eq!(io.kind(), io::ErrorKind::TimedOut);
     assert!(io.to_string().contains("slow.test"), "{io}");
@@ -210,7 +223,9 @@ fn a_lookup_slower_than_its_timeout_fails_in_time() {
     };
     let e = ev
         .run_until(ev.connect_tcp_with("slow.test:1", p, &opts).connected())
-        .unwrap_err();
+        .unwrap_err()
+        .into_failure()
+        .unwrap();
     assert!(e.to_string().contains("slow.test"), "{e}");
     assert_eq!(made.get(), 0);
 }
@@ -301,7 +316,7 @@ fn a_panicking_lookup_function_fails_the_lookup_with_its_message() {
     let r = HostResolver::with_lookup(1, |_, _| panic!("resolver-kaput"));
     let t0 = std::time::Instant::now();
     let d = r.lookup(&ev, "any.test", 80, Duration::from_secs(30));
-    let f = ev.run_until(d).unwrap_err();
+    let f = ev.run_until(d).unwrap_err().into_failure().unwrap();
     assert!(f.to_string().contains("resolver-kaput"), "{f}");
     assert!(t0.elapsed() < Duration::from_secs(10), "not the timeout");
 }
@@ -343,7 +358,7 @@ fn unanswered_host_connect(timeout: Option<Duration>) -> Unanswered {
 /// own SYN timeout, about two minutes), with the attempt closed.
 fn fails_promptly(ev: &EventLoop, d: deferloop::Deferred<Transport>) -> Failure {
     let t1 = Instant::now();
-    let f = ev.run_until(d).unwrap_err();
+    let f = ev.run_until(d).unwrap_err().into_failure().unwrap();
     assert!(
         t1.elapsed() < Duration::from_secs(10),
         "not the kernel's timeout"

@@ -55,7 +55,9 @@ fn a_refused_connect_fails_with_connection_refused_naming_the_address() {
     let (rec, seen) = Rec::new();
     let f = ev
         .run_until(ev.connect_tcp(addr, rec).connected())
-        .unwrap_err();
+        .unwrap_err()
+        .into_failure()
+        .unwrap();
     let e = f.downcast_ref::<std::io::Error>().expect("an io::Error");
     assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
     assert!(f.to_string().contains(&addr.to_string()), "{f}");
@@ -147,7 +149,7 @@ fn a_connect_that_never_completes_fails_after_the_default_timeout() {
     ev.run_once().unwrap();
     let d = d.result().expect_err("still connecting after 29 s");
     clock.advance(Duration::from_secs(1));
-    let f = ev.run_until(d).unwrap_err();
+    let f = ev.run_until(d).unwrap_err().into_failure().unwrap();
     let e = f.downcast_ref::<std::io::Error>().expect("an io error");
     assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
     assert!(f.to_string().contains(&addr.to_string()), "{f}");

@@ -32,7 +32,7 @@ fn connect_failure(ev: &EventLoop, d: Deferred<Transport>) -> Failure {
     let d = d.add_timeout(T, &ev.handle());
     match ev.run_until(d) {
         Ok(_) => panic!("the connect succeeded"),
-        Err(e) => e,
+        Err(e) => e.into_failure().expect("the Deferred failed"),
     }
 }
 

@@ -200,7 +200,11 @@ fn stdin_is_a_transport_with_flow_control() {
 
 fn spawn_error(ev: &EventLoop, cmd: &mut Command) -> String {
     let (rec, log) = Recorder::new();
-    let err = ev.run_until(ev.spawn_process(cmd, rec)).unwrap_err();
+    let err = ev
+        .run_until(ev.spawn_process(cmd, rec))
+        .unwrap_err()
+        .into_failure()
+        .unwrap();
     assert!(
         log.borrow().is_empty(),
         "no protocol method for a failed spawn"

@@ -42,7 +42,7 @@ fn eight_threads_block_on_loop_calls_at_once() -> Result<(), Error> {
     Ok(())
 }
 
-/// A failure comes back rendered; a timeout gives `TimedOut` without hanging.
+/// A failure comes back as itself; a timeout gives `TimedOut` without hanging.
 #[test]
 fn failures_and_timeouts_come_back_as_errors() -> Result<(), Error> {
     let ev = EventLoop::new()?;

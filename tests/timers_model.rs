@@ -3,10 +3,11 @@
 //! `TimerWheel` (src/reactor/timers/) is compiled in here as a module, so the
 //! very code the loop runs is driven by random sequences of insert (near, far
 //! enough to sit several levels up, in batches with equal deadlines), cancel
-//! (pending or reserved), pop-due (freeing or reserving the node), release,
+//! (pending or reserved), reset (earlier or later, near or far, pending,
+//! reserved or stale), pop-due (freeing or reserving the node), release,
 //! clock advances small and large (cascades) and wake-ups at `next_deadline`.
 //! After every step the wheel must agree with a plain sorted `Vec` of live
-//! timers: the same firing order (deadline, then insertion order), the same
+//! timers: the same firing order (deadline, then when last set), the same
 //! live count, the same answers for stale ids, a `next_deadline` never later
 //! than the earliest deadline (and equal to it while few timers are pending),
 //! and memory for exactly the live timers (payloads alive = timers pending,
@@ -28,7 +29,7 @@ use proptest::prelude::*;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-use timers::{Cancelled, TimerId, TimerWheel};
+use timers::{Cancelled, Reset, TimerId, TimerWheel};
 
 #[derive(Debug, Clone)]
 enum HeapOp {
@@ -52,6 +53,11 @@ enum HeapOp {
     /// Release the slot of the `k`-th timer (modulo): a reserved one is
     /// freed; a pending one and a stale id are left as they are.
     Release(usize),
+    /// Move the `k`-th timer (modulo) to `ms` after the current time: a
+    /// pending one is filed again as if set anew (it leaves after the timers
+    /// already set for its deadline); a reserved one is freed, as by a
+    /// cancel, for the loop to set its task anew; a stale id is refused.
+    Reset(usize, u64),
 }
 
 fn heap_op() -> impl Strategy<Value = HeapOp> {
@@ -66,6 +72,8 @@ fn heap_op() -> impl Strategy<Value = HeapOp> {
         2 => Just(HeapOp::WakeAtNext),
         1 => (0u64..15).prop_map(HeapOp::AdvanceReserved),
         1 => any::<usize>().prop_map(HeapOp::Release),
+        3 => (any::<usize>(), 0u64..40).prop_map(|(k, ms)| HeapOp::Reset(k, ms)),
+        1 => (any::<usize>(), 0u64..1_000_000).prop_map(|(k, s)| HeapOp::Reset(k, s * 1000)),
     ]
 }
 
@@ -96,6 +104,13 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
     let mut model: Vec<At> = Vec::new();
     let mut now = 0u64;
     let mut ready_seq = 0u64;
+    // Per timer, its place among equal deadlines: when it was last set.
+    let mut set_order: Vec<u64> = Vec::new();
+    let mut next_order = 0u64;
+    let mut stamp = || {
+        next_order += 1;
+        next_order
+    };
     for op in ops {
         match op {
             HeapOp::Insert(ms) => {
@@ -108,6 +123,7 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                     },
                 ));
                 model.push(At::Live(now + ms));
+                set_order.push(stamp());
             }
             HeapOp::InsertFar(secs) => {
                 let n = ids.len();
@@ -118,6 +134,7 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                 };
                 ids.push(heap.insert(at(d), p));
                 model.push(At::Live(d));
+                set_order.push(stamp());
             }
             HeapOp::WakeAtNext => {
                 let truth = model
@@ -138,11 +155,11 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                         prop_assert_eq!(next, at(d), "next_deadline after the earliest");
                         // Exact: fire what is due then (time moves there).
                         now = now.max(d);
-                        let mut due: Vec<(u64, usize)> = model
+                        let mut due: Vec<(u64, u64, usize)> = model
                             .iter()
                             .enumerate()
                             .filter_map(|(i, a)| match a {
-                                At::Live(d) if *d <= now => Some((*d, i)),
+                                At::Live(d) if *d <= now => Some((*d, set_order[i], i)),
                                 _ => None,
                             })
                             .collect();
@@ -153,7 +170,7 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                             model[p.n] = At::Gone;
                             got.push(p.n);
                         }
-                        let want: Vec<usize> = due.iter().map(|&(_, i)| i).collect();
+                        let want: Vec<usize> = due.iter().map(|&(_, _, i)| i).collect();
                         prop_assert_eq!(got, want, "firing order at {}ms", now);
                     }
                     (next, truth) => prop_assert!(false, "next {next:?}, earliest {truth:?}"),
@@ -169,6 +186,7 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                     };
                     ids.push(heap.insert(at(d), p));
                     model.push(At::Live(d));
+                    set_order.push(stamp());
                 }
             }
             HeapOp::CancelEvery(every) => {
@@ -193,12 +211,12 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
             HeapOp::Advance(ms) | HeapOp::AdvanceReserved(ms) => {
                 now += ms;
                 let reserve = matches!(op, HeapOp::AdvanceReserved(_));
-                // The model's order: due timers by (deadline, insertion).
-                let mut due: Vec<(u64, usize)> = model
+                // The model's order: due timers by (deadline, when last set).
+                let mut due: Vec<(u64, u64, usize)> = model
                     .iter()
                     .enumerate()
                     .filter_map(|(i, a)| match a {
-                        At::Live(d) if *d <= now => Some((*d, i)),
+                        At::Live(d) if *d <= now => Some((*d, set_order[i], i)),
                         _ => None,
                     })
                     .collect();
@@ -220,7 +238,7 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                     };
                     got.push(p.n);
                 }
-                let want: Vec<usize> = due.iter().map(|&(_, i)| i).collect();
+                let want: Vec<usize> = due.iter().map(|&(_, _, i)| i).collect();
                 prop_assert_eq!(got, want, "firing order at {}ms", now);
             }
             HeapOp::Release(k) => {
@@ -232,7 +250,25 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                     }
                 }
             }
-            HeapOp::Cancel(_) => {}
+            HeapOp::Reset(k, ms) if !ids.is_empty() => {
+                let k = k % ids.len();
+                let got = heap.reset(ids[k], at(now + ms));
+                match (model[k], got) {
+                    (At::Live(_), Reset::Moved(id)) => {
+                        prop_assert!(!heap.contains(ids[k]), "the old id of {} is stale", k);
+                        ids[k] = id;
+                        model[k] = At::Live(now + ms);
+                        set_order[k] = stamp();
+                    }
+                    (At::Reserved(s), Reset::Ready(seq)) => {
+                        prop_assert_eq!(seq, s);
+                        model[k] = At::Gone;
+                    }
+                    (At::Gone, Reset::Gone) => {}
+                    (want, got) => prop_assert!(false, "reset of {k} ({want:?}): {got:?}"),
+                }
+            }
+            HeapOp::Cancel(_) | HeapOp::Reset(..) => {}
         }
         // After every step: the same state, and memory for live timers only.
         let live: Vec<(u64, usize)> = model

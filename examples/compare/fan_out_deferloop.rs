@@ -49,7 +49,7 @@ fn main() -> Result<(), deferloop::Error> {
     for (addrs, timeout) in backends::scenarios() {
         match ev.run_until(fan_out(&ev, &addrs, timeout)) {
             Ok((i, answer)) => println!("answer from backend {i}: {answer}"),
-            Err(f) => println!("no answer: {f}"),
+            Err(f) => println!("no answer: {f:#}"),
         }
     }
     Ok(())

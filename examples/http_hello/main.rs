@@ -39,7 +39,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a request may take to arrive (counted from the previous answer,
 /// or from the connection's start), by default.
@@ -65,36 +65,33 @@ enum State {
     Draining,
 }
 
-/// What the protocol shares with its timer. deferloop has no per-connection
-/// timeout, so each connection keeps one `call_at` timer that moves lazily:
-/// it acts only if `deadline` (pushed on by each request) has really passed.
+/// What the protocol shares with its timer: one `call_later` per connection,
+/// moved on with `Handle::reset` (Twisted's `DelayedCall.reset`) each time the
+/// connection starts to wait, so it runs only when a wait has lasted too long.
 struct Shared {
     timeout: Duration,
     state: Cell<State>,
-    deadline: Cell<Instant>,
     timer: RefCell<Option<Handle>>,
 }
 
 impl Shared {
-    fn wait(&self, state: State, for_: Duration) {
+    /// Enters `state`, giving the peer `for_` to move it on; false if the
+    /// timer has already run (the connection is ending).
+    fn wait(&self, state: State, for_: Duration) -> bool {
         self.state.set(state);
-        self.deadline.set(Instant::now() + for_);
+        let timer = self.timer.borrow();
+        timer.as_ref().is_some_and(|t| t.reset(for_).is_ok())
     }
 }
 
-/// Arms the timer of the connection for `at`.
-fn arm(t: &Transport, s: &Rc<Shared>, at: Instant) {
+/// Arms the timer of the connection, due in `after`.
+fn arm(t: &Transport, s: &Rc<Shared>, after: Duration) {
     let Some(lp) = t.event_loop() else { return };
     let (t2, s2) = (t.clone(), s.clone());
-    let timer = lp.call_at(at, move |lp| {
-        if lp.time() < s2.deadline.get() {
-            return arm(&t2, &s2, s2.deadline.get());
-        }
-        match s2.state.get() {
-            State::Idle => t2.close(),
-            State::Reading => refuse(&t2, &s2, "408 Request Timeout"),
-            State::Stalled | State::Draining => t2.abort(),
-        }
+    let timer = lp.call_later(after, move |_| match s2.state.get() {
+        State::Idle => t2.close(),
+        State::Reading => refuse(&t2, &s2, "408 Request Timeout"),
+        State::Stalled | State::Draining => t2.abort(),
     });
     *s.timer.borrow_mut() = timer.ok();
 }
@@ -103,11 +100,9 @@ fn arm(t: &Transport, s: &Rc<Shared>, at: Instant) {
 /// still sends, for at most [`LINGER`].
 fn finish(t: &Transport, s: &Rc<Shared>) {
     t.write_eof();
-    s.wait(State::Draining, LINGER);
-    if let Some(old) = s.timer.borrow_mut().take() {
-        old.cancel();
+    if !s.wait(State::Draining, LINGER) {
+        arm(t, s, LINGER); // from the timer's own run (a 408)
     }
-    arm(t, s, s.deadline.get());
 }
 
 /// Answers with an error status and ends the connection.
@@ -139,7 +134,6 @@ impl Http {
         let s = Shared {
             timeout,
             state: Cell::new(State::Idle),
-            deadline: Cell::new(Instant::now() + timeout),
             timer: RefCell::new(None),
         };
         Http {
@@ -216,7 +210,7 @@ impl Http {
 
 impl Protocol for Http {
     fn connection_made(&mut self, t: &Transport) {
-        arm(t, &self.s, self.s.deadline.get());
+        arm(t, &self.s, self.s.timeout);
     }
 
     fn data_received(&mut self, t: &Transport, data: &[u8]) {

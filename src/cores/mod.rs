@@ -477,7 +477,7 @@ struct Start {
 }
 
 fn failed(msg: impl Into<String>) -> Error {
-    Error::Failed(Failure::msg(msg).report())
+    Error::Failed(Failure::msg(msg))
 }
 
 /// The body of loop `i`'s thread.

@@ -5,6 +5,9 @@
 //! [`Abandoned`], ...) travel inside a [`Failure`]: match them with
 //! [`Failure::check`] or [`Failure::trap`]. Misuse errors ([`AlreadyCalled`],
 //! [`NotPaused`], ...) are returned by the call.
+//!
+//! Every one is `Send + Sync + 'static` and `Clone` (checked below), so it
+//! stays downcastable on its way to another thread or to `main`.
 
 use crate::Failure;
 use std::error::Error as StdError;
@@ -115,6 +118,7 @@ pub(crate) fn loop_failure(e: crate::Error, at: &'static Location<'static>) -> F
     match e {
         crate::Error::Closed => Failure::with_origin(LoopClosed, at),
         crate::Error::Io(e) => Failure::with_origin(e, at),
+        crate::Error::Failed(f) => f,
         e => Failure::with_origin(e, at),
     }
 }
@@ -217,3 +221,27 @@ impl fmt::Display for QueueUnderflow {
 }
 
 impl StdError for QueueUnderflow {}
+
+/// The library's error types reach other threads and `main` as themselves.
+const _: fn() = || {
+    fn whole<T: StdError + Send + Sync + Clone + 'static>() {}
+    whole::<AlreadyCalled>();
+    whole::<NotPaused>();
+    whole::<ChainedToSelf>();
+    whole::<Abandoned>();
+    whole::<LoopClosed>();
+    whole::<Cancelled>();
+    whole::<TimedOut>();
+    whole::<FirstError>();
+    whole::<FailureGroup>();
+    whole::<QueueOverflow>();
+    whole::<QueueUnderflow>();
+    whole::<crate::Panicked>();
+    whole::<crate::Message>();
+    whole::<crate::LocalError>();
+    whole::<super::GaveUp>();
+    whole::<super::ScopeFailed>();
+    whole::<super::ScopeEnded>();
+    fn failure<T: Send + Sync + Clone + 'static>() {}
+    failure::<Failure>();
+};

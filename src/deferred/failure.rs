@@ -1,34 +1,48 @@
 //! [`Failure`]: an error travelling down a Deferred's errback chain.
 //!
-//! A `Failure` wraps any `std::error::Error + 'static` (or a caught panic,
-//! [`Panicked`]), remembers where it arose, and is cheap to clone: clones are
-//! the *same* failure ([`Failure::ptr_eq`]), which is what
-//! [`trap`](Failure::trap) relies on to hand back the identical failure. An
-//! errback tells failures apart with [`check`](Failure::check) and `trap`.
+//! A `Failure` wraps any `std::error::Error + Send + Sync + 'static` (or a
+//! caught panic, [`Panicked`]; [`Failure::local`] snapshots one that is not
+//! `Send`), remembers where it arose, and is cheap to clone: clones are the
+//! *same* failure ([`Failure::ptr_eq`]), which is what [`trap`](Failure::trap)
+//! relies on to hand back the identical failure. An errback tells failures
+//! apart with [`check`](Failure::check) and `trap`. A `Failure` is `Send +
+//! Sync`, so it reaches another thread and `main` whole.
 
 use std::any::Any;
 use std::backtrace::{Backtrace, BacktraceStatus};
 use std::error::Error as StdError;
 use std::fmt;
 use std::panic::Location;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// An error as a value in a callback chain: Twisted's `Failure`, typed.
 ///
 /// `Failure` deliberately does **not** implement `std::error::Error` (as with
-/// `anyhow::Error`): that is what lets every error convert into it with `?`.
-/// Like `anyhow::Error`, it converts into `Box<dyn Error + 'static>` (keeping
-/// the wrapped error as the source chain) and into `Box<dyn Error + Send +
-/// Sync + 'static>` (as a [`FailureReport`], since a `Failure` cannot cross
-/// threads), so `?` takes it all the way out of `main`:
+/// `anyhow::Error`): that is what lets every error convert into it with `?`
+/// (a blanket `From<E: Error>` and an `Error` impl cannot both exist). So the
+/// way out is the crate's [`Error`](crate::Error): [`run_until`](crate::Loop::run_until)
+/// returns `Error::Failed(failure)`, a `std::error::Error + Send + Sync`
+/// whose `source()` is the failure's own error, and `?` takes it into
+/// `anyhow::Result` or `Box<dyn Error>`, where a chain walk (`chain()`,
+/// `root_cause()`, `source()`) still finds the `TimedOut` or `io::Error`
+/// inside. A bare `Result<_, Failure>` goes into `Box<dyn Error + Send +
+/// Sync>` or `Box<dyn Error>` with `?` (the box is the failure's own error
+/// when no clone is alive, so `downcast_ref` works on it directly), and into
+/// `anyhow::Result` with `.map_err(Failure::into_error)?`:
 ///
 /// ```
-/// use deferloop::{succeed, EventLoop};
+/// use deferloop::{fail, succeed, EventLoop, Failure};
+/// use deferloop::deferred::Cancelled;
 ///
 /// fn main() -> Result<(), Box<dyn std::error::Error>> {
 ///     let ev = EventLoop::new()?;
 ///     let n = ev.run_until(succeed(2u8))?;
 ///     assert_eq!(n, 2);
+///     let e = ev.run_until(fail::<u8>(Cancelled)).unwrap_err();
+///     assert!(e.check::<Cancelled>());
+///     let bare: Result<u8, Failure> = Err(Failure::new(Cancelled));
+///     let boxed: Box<dyn std::error::Error> = bare.unwrap_err().into();
+///     assert!(boxed.downcast_ref::<Cancelled>().is_some());
 ///     Ok(())
 /// }
 /// ```
@@ -44,10 +58,10 @@ use std::rc::Rc;
 /// assert!(f.trap::<std::fmt::Error>().is_err()); // the same failure comes back
 /// ```
 #[derive(Clone)]
-pub struct Failure(Rc<Inner>);
+pub struct Failure(Arc<Inner>);
 
 struct Inner {
-    error: Box<dyn StdError + 'static>,
+    error: Box<dyn StdError + Send + Sync + 'static>,
     origin: &'static Location<'static>,
     backtrace: Option<Backtrace>,
     panic: bool,
@@ -56,14 +70,14 @@ struct Inner {
 impl Failure {
     /// Wraps `error`; the failure's origin is the caller's location.
     #[track_caller]
-    pub fn new<E: StdError + 'static>(error: E) -> Failure {
+    pub fn new<E: StdError + Send + Sync + 'static>(error: E) -> Failure {
         Failure::from_boxed(Box::new(error))
     }
 
     /// Wraps an already boxed error.
     #[track_caller]
-    pub fn from_boxed(error: Box<dyn StdError + 'static>) -> Failure {
-        Failure(Rc::new(Inner {
+    pub fn from_boxed(error: Box<dyn StdError + Send + Sync + 'static>) -> Failure {
+        Failure(Arc::new(Inner {
             error,
             origin: Location::caller(),
             backtrace: None,
@@ -77,12 +91,22 @@ impl Failure {
         Failure::new(Message(message.into()))
     }
 
+    /// Wraps an error that is not `Send + Sync` (one holding an `Rc`, say),
+    /// which `Failure::new` and `?` do not take: it keeps a [`LocalError`],
+    /// a faithful text snapshot of the error (its type name, message and
+    /// `source()` chain). Lossy: the original type can no longer be
+    /// downcast to. A failure crosses threads, so its error must be able to.
+    #[track_caller]
+    pub fn local<E: StdError + 'static>(error: E) -> Failure {
+        Failure::new(LocalError::of(&error))
+    }
+
     /// Like [`Failure::new`], and also captures a backtrace of the caller's stack
     /// (always, whatever `RUST_BACKTRACE` says). Capturing costs microseconds: ask
     /// for it where the context matters, not on hot paths.
     #[track_caller]
-    pub fn with_backtrace<E: StdError + 'static>(error: E) -> Failure {
-        Failure(Rc::new(Inner {
+    pub fn with_backtrace<E: StdError + Send + Sync + 'static>(error: E) -> Failure {
+        Failure(Arc::new(Inner {
             error: Box::new(error),
             origin: Location::caller(),
             backtrace: Some(Backtrace::force_capture()),
@@ -92,11 +116,11 @@ impl Failure {
 
     /// Wraps `error` with an explicit origin (for failures the Deferred machinery
     /// makes on behalf of user code, e.g. `ChainedToSelf` at the callback's site).
-    pub(crate) fn with_origin<E: StdError + 'static>(
+    pub(crate) fn with_origin<E: StdError + Send + Sync + 'static>(
         error: E,
         at: &'static Location<'static>,
     ) -> Failure {
-        Failure(Rc::new(Inner {
+        Failure(Arc::new(Inner {
             error: Box::new(error),
             origin: at,
             backtrace: None,
@@ -106,11 +130,11 @@ impl Failure {
 
     /// Like [`with_origin`](Self::with_origin), with a backtrace of the
     /// current stack if `RUST_BACKTRACE` (or `RUST_LIB_BACKTRACE`) asks for one.
-    pub(crate) fn with_origin_and_backtrace<E: StdError + 'static>(
+    pub(crate) fn with_origin_and_backtrace<E: StdError + Send + Sync + 'static>(
         error: E,
         at: &'static Location<'static>,
     ) -> Failure {
-        Failure(Rc::new(Inner {
+        Failure(Arc::new(Inner {
             error: Box::new(error),
             origin: at,
             backtrace: Some(Backtrace::capture()),
@@ -125,7 +149,7 @@ impl Failure {
         at: &'static Location<'static>,
     ) -> Failure {
         let message = panic_message(&*payload);
-        Failure(Rc::new(Inner {
+        Failure(Arc::new(Inner {
             error: Box::new(Panicked { message }),
             origin: at,
             backtrace: None,
@@ -176,19 +200,21 @@ impl Failure {
         self.0.error.downcast_ref::<E>().ok_or_else(|| self.clone())
     }
 
-    /// The failure rendered as a `Send + Sync` error: what crosses threads
-    /// (see [`FailureReport`]).
-    pub fn report(&self) -> FailureReport {
-        FailureReport::of(self)
+    /// This failure as the crate's [`Error`](crate::Error): `Error::Failed`,
+    /// a `std::error::Error + Send + Sync` whose `source()` is the failure's
+    /// error. The way to `?` a bare `Result<_, Failure>` into `anyhow::Result`:
+    /// `.map_err(Failure::into_error)?`.
+    pub fn into_error(self) -> crate::Error {
+        crate::Error::Failed(self)
     }
 
     /// Whether `a` and `b` are the same failure (clones of one another).
     pub fn ptr_eq(a: &Failure, b: &Failure) -> bool {
-        Rc::ptr_eq(&a.0, &b.0)
+        Arc::ptr_eq(&a.0, &b.0)
     }
 }
 
-impl<E: StdError + 'static> From<E> for Failure {
+impl<E: StdError + Send + Sync + 'static> From<E> for Failure {
     #[track_caller]
     fn from(error: E) -> Failure {
         Failure::new(error)
@@ -218,121 +244,93 @@ impl fmt::Debug for Failure {
     }
 }
 
-/// A [`Failure`] as a standard error: what `?` turns a `Failure` into when the
-/// function returns `Box<dyn Error>`. Its source is the wrapped error's source,
-/// its `Debug` the failure's (with origin and backtrace).
-struct AsStdError(Failure);
-
-impl fmt::Display for AsStdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0 .0.error, f)
-    }
-}
-
-impl fmt::Debug for AsStdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
-    }
-}
-
-impl StdError for AsStdError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.0 .0.error.source()
-    }
-}
-
-impl From<Failure> for Box<dyn StdError + 'static> {
-    fn from(f: Failure) -> Self {
-        Box::new(AsStdError(f))
-    }
-}
-
+/// The failure's own error, as the box it was made with when this is the
+/// only clone (so `downcast_ref::<TimedOut>()` works on the box itself); when
+/// another clone is still alive, an [`Error::Failed`](crate::Error::Failed)
+/// holding it, whose `source()` is the failure's error (a chain walk finds it).
+/// The unique case keeps the error alone: ask for [`Failure::into_error`]
+/// where the origin matters more than a direct downcast.
 impl From<Failure> for Box<dyn StdError + Send + Sync + 'static> {
     fn from(f: Failure) -> Self {
-        Box::new(f.report())
+        match Arc::try_unwrap(f.0) {
+            Ok(inner) => inner.error,
+            Err(shared) => Box::new(crate::Error::Failed(Failure(shared))),
+        }
     }
 }
 
-/// A [`Failure`] rendered so that it can cross threads (`Send + Sync`): each
-/// error of its cause chain as text, where it arose, whether it was a panic,
-/// and its backtrace if one was captured. Its `source()` chain mirrors the
-/// failure's. Made by [`Failure::report`]; what
-/// [`Remote::call_blocking`](crate::Remote::call_blocking) returns for a failed
-/// Deferred, inside [`Error::Failed`](crate::Error::Failed).
-#[derive(Clone, PartialEq, Eq)]
-pub struct FailureReport {
-    message: String,
-    source: Option<Box<FailureReport>>,
-    origin: &'static Location<'static>,
-    panic: bool,
-    backtrace: Option<String>,
+/// As for `Box<dyn Error + Send + Sync>`.
+impl From<Failure> for Box<dyn StdError + 'static> {
+    fn from(f: Failure) -> Self {
+        let boxed: Box<dyn StdError + Send + Sync + 'static> = f.into();
+        boxed
+    }
 }
 
-impl FailureReport {
-    fn of(f: &Failure) -> FailureReport {
-        let mut chain = vec![f.0.error.to_string()];
-        let mut source = f.0.error.source();
+impl From<Failure> for crate::Error {
+    fn from(f: Failure) -> Self {
+        crate::Error::Failed(f)
+    }
+}
+
+/// The text of an error that cannot cross threads, kept by [`Failure::local`]:
+/// its type's name, its message, and its `source()` chain, each as text.
+/// Displays as the original did; it can no longer be downcast to the
+/// original type (as a stringified traceback loses the exception object).
+#[derive(Clone, PartialEq, Eq)]
+pub struct LocalError {
+    type_name: &'static str,
+    message: String,
+    source: Option<Box<LocalError>>,
+}
+
+impl LocalError {
+    fn of<E: StdError + 'static>(error: &E) -> LocalError {
+        let mut chain = Vec::new();
+        let mut source = error.source();
         while let Some(s) = source {
             chain.push(s.to_string());
             source = s.source();
         }
-        let mut report = None;
+        let mut tail = None;
         for message in chain.into_iter().rev() {
-            report = Some(FailureReport {
+            tail = Some(Box::new(LocalError {
+                type_name: "",
                 message,
-                source: report.map(Box::new),
-                origin: f.0.origin,
-                panic: false,
-                backtrace: None,
-            });
+                source: tail,
+            }));
         }
-        let mut report = report.expect("the chain has the error itself");
-        report.panic = f.0.panic;
-        report.backtrace = f.backtrace().map(|b| b.to_string());
-        report
+        LocalError {
+            type_name: std::any::type_name::<E>(),
+            message: error.to_string(),
+            source: tail,
+        }
     }
 
-    /// Where the failure arose (see [`Failure::origin`]).
-    pub fn origin(&self) -> &'static Location<'static> {
-        self.origin
-    }
-
-    /// Whether the failure was a caught panic.
-    pub fn is_panic(&self) -> bool {
-        self.panic
-    }
-
-    /// The failure's backtrace, rendered, if one was captured.
-    pub fn backtrace(&self) -> Option<&str> {
-        self.backtrace.as_deref()
+    /// The original error's type name (empty for the causes, whose type a
+    /// `dyn Error` does not tell).
+    pub fn type_name(&self) -> &'static str {
+        self.type_name
     }
 }
 
-/// The error's message only; the causes are its `source()` chain.
-impl fmt::Display for FailureReport {
+impl fmt::Display for LocalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
 }
 
-/// As a `Failure`'s: the message with its causes, then the origin.
-impl fmt::Debug for FailureReport {
+impl fmt::Debug for LocalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        let mut source = self.source.as_deref();
-        while let Some(s) = source {
-            write!(f, ": {}", s.message)?;
-            source = s.source.as_deref();
+        if self.type_name.is_empty() {
+            write!(f, "{:?}", self.message)
+        } else {
+            write!(f, "{}({:?})", self.type_name, self.message)
         }
-        write!(f, " (raised at {})", self.origin)?;
-        if let Some(bt) = &self.backtrace {
-            write!(f, "\n{bt}")?;
-        }
-        Ok(())
     }
 }
 
-impl StdError for FailureReport {
+impl StdError for LocalError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         self.source
             .as_deref()

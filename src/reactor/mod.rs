@@ -279,7 +279,7 @@ impl Loop {
             .push_ready(|| Job::Call(Callback::new(f)), Location::caller())?;
         Ok(Handle {
             lp: Rc::downgrade(&self.inner),
-            id: HandleId::Ready(seq),
+            id: Cell::new(HandleId::Ready(seq)),
             cancelled: Cell::new(false),
         })
     }
@@ -343,7 +343,7 @@ impl Loop {
         });
         Ok(Handle {
             lp: Rc::downgrade(inner),
-            id: HandleId::Timer(id, when),
+            id: Cell::new(HandleId::Timer(id, when)),
             cancelled: Cell::new(false),
         })
     }

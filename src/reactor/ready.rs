@@ -161,6 +161,21 @@ impl ReadyQueue {
         Some(std::mem::replace(&mut t.job, Job::cancelled()))
     }
 
+    /// Takes task `seq` back out if it is queued (a due timer being reset),
+    /// leaving a tombstone as [`cancel`](Self::cancel) does.
+    pub(crate) fn take(&mut self, seq: u64) -> Option<Task> {
+        let t = self.get_mut(seq)?;
+        if t.job.is_cancelled() {
+            return None;
+        }
+        let job = std::mem::replace(&mut t.job, Job::cancelled());
+        Some(Task {
+            job,
+            ctx: std::mem::take(&mut t.ctx),
+            loc: t.loc,
+        })
+    }
+
     /// Gives back a burst's memory once the queue is empty: capacity past
     /// [`KEEP`] and four times what recent turns ran (the most tasks a turn
     /// ran, halved every [`DECAY`](super::decay::DECAY) of loop time) goes.

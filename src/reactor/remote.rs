@@ -294,7 +294,7 @@ impl Remote {
     /// A `timeout` of `Duration::MAX` waits without limit.
     ///
     /// # Errors
-    /// [`Error::Failed`] with the rendered failure if the Deferred failed;
+    /// [`Error::Failed`] with the failure itself if the Deferred failed;
     /// [`Error::TimedOut`]; [`Error::Closed`] if the loop is or becomes closed;
     /// [`Error::NotRunning`] if the loop is not inside `run()`/`run_once()`
     /// when called (a loop driven by a host through
@@ -316,7 +316,7 @@ impl Remote {
             f: RemoteFn::new(move |lp: &Loop| {
                 let d = f(lp);
                 d.add_both(move |r: Result<T, Failure>| {
-                    loop_slot.fill(r.map_err(|f| Error::Failed(f.report())));
+                    loop_slot.fill(r.map_err(Error::Failed));
                     Ok(())
                 })
                 .detach();

@@ -6,7 +6,6 @@ use super::{Inner, Loop, CURRENT_LOOP};
 use crate::deferred::failure::Failure;
 use crate::Error;
 use std::cell::{Cell, RefCell};
-use std::panic::Location;
 use std::rc::{Rc, Weak};
 
 impl Loop {
@@ -54,19 +53,19 @@ impl Loop {
     /// [`Abandoned`](crate::deferred::Abandoned).
     ///
     /// # Errors
-    /// The Deferred's failure; or a failure wrapping an [`Error`]:
-    /// [`Error::Closed`], [`Error::Running`] (this or another loop is running
-    /// on this thread), [`Error::Stopped`] (the loop was stopped before `d`
-    /// fired), or a selector error. `?` turns it into a `Box<dyn Error>`.
-    #[track_caller]
+    /// [`Error::Failed`] with the Deferred's failure (check it with
+    /// [`Error::check`], take it with [`Error::into_failure`]); or the loop's
+    /// own refusal: [`Error::Closed`], [`Error::Running`] (this or another
+    /// loop is running on this thread), [`Error::Stopped`] (the loop was
+    /// stopped before `d` fired), or a selector error ([`Error::Io`]). `?`
+    /// takes it into `anyhow::Result` or `Box<dyn Error>` with the failure's
+    /// error as its `source()`.
     pub fn run_until<T: 'static>(
         &self,
         d: impl Into<crate::deferred::Deferred<T>>,
-    ) -> Result<T, Failure> {
+    ) -> Result<T, Error> {
         let d = d.into();
-        let at = Location::caller();
-        let loop_error = |e: Error| Failure::with_origin(e, at);
-        let running = RunGuard::enter(self, false).map_err(loop_error)?;
+        let running = RunGuard::enter(self, false)?;
         let slot: Rc<RefCell<Option<Result<T, Failure>>>> = Rc::new(RefCell::new(None));
         let waiting = Rc::new(Cell::new(true));
         let (s, w, inner) = (slot.clone(), waiting.clone(), Rc::downgrade(&self.inner));
@@ -92,12 +91,15 @@ impl Loop {
             }
             Ok(())
         };
-        let ran = turns();
+        let ran: Result<(), Error> = turns();
         waiting.set(false);
         drop(running); // also clears the stop set above
-        ran.map_err(loop_error)?;
+        ran?;
         let r = slot.borrow_mut().take();
-        r.unwrap_or_else(|| Err(loop_error(Error::Stopped)))
+        match r {
+            Some(r) => r.map_err(Error::Failed),
+            None => Err(Error::Stopped),
+        }
     }
 
     /// Asks the loop to stop once the current turn is over.

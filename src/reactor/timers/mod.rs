@@ -12,6 +12,9 @@
 //! (asyncio instead marks it and waits for it to reach the head or a 50 %
 //! rebuild), so the wheel always holds exactly the live timers.
 //!
+//! A pending timer moves ([`TimerWheel::reset`]) as cheaply as it cancels:
+//! unlinked and filed again in place, with a new `seq`.
+//!
 //! A due timer can be taken out but kept *reserved*
 //! ([`TimerWheel::pop_due_reserved`]): its node then records where it went (the
 //! loop's ready queue), so that cancelling it before it runs still works.
@@ -93,6 +96,20 @@ pub(crate) enum Cancelled<T> {
     /// The timer was pending; here is its payload.
     Pending(T),
     /// The timer is due and waiting in the ready queue at this sequence number.
+    Ready(u64),
+    /// Unknown id: already fired, cancelled, or never existed.
+    Gone,
+}
+
+/// What [`TimerWheel::reset`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Reset {
+    /// The timer was pending and is filed again at its new deadline, with a
+    /// new `seq` (as if set anew): its new id. The old one is stale.
+    Moved(TimerId),
+    /// The timer is due and waiting in the ready queue at this sequence
+    /// number; its node is freed (as by a cancel), for the caller to take the
+    /// task back and insert it anew.
     Ready(u64),
     /// Unknown id: already fired, cancelled, or never existed.
     Gone,
@@ -315,6 +332,38 @@ impl<T> TimerWheel<T> {
         let payload = self.take_payload(node.payload);
         self.free_node(id.key);
         Cancelled::Pending(payload)
+    }
+
+    /// Moves pending timer `id` to `deadline`, in place: unlinked as by a
+    /// cancel (O(1) in the wheel, O(log n) in the near heap) and filed again
+    /// as by an insert, its payload untouched. It takes a new `seq`, so among
+    /// equal deadlines it leaves after the timers set before the reset.
+    pub(crate) fn reset(&mut self, id: TimerId, deadline: Instant) -> Reset {
+        let Some(&node) = self.node(id) else {
+            return Reset::Gone;
+        };
+        match node.place {
+            Place::Wheel(idx) => self.wheel.unlink(&mut self.nodes, id.key, idx),
+            Place::Near => self.near.remove(&mut self.nodes, node.prev as usize),
+            Place::Ready => {
+                self.free_node(id.key);
+                return Reset::Ready(node.when);
+            }
+            Place::Free => return Reset::Gone,
+        }
+        let when = self.ns(deadline);
+        let tick = when >> TICK_SHIFT;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let n = &mut self.nodes[id.key as usize];
+        n.when = when;
+        n.seq = seq;
+        if tick <= self.wheel.elapsed() {
+            self.near.push(&mut self.nodes, id.key);
+        } else {
+            self.wheel.link(&mut self.nodes, id.key, tick);
+        }
+        Reset::Moved(TimerId { key: id.key, seq })
     }
 
     /// Gives back buffer space: the payload buffers and the near heap's

@@ -238,3 +238,63 @@ fn timers_set_in_the_past_keep_order_with_due_ones() {
     let out: Vec<_> = std::iter::from_fn(|| h.pop_due(at(base, 12)).map(|(_, v)| v)).collect();
     assert_eq!(out, ["a", "c", "d", "e"]);
 }
+
+#[test]
+fn reset_moves_a_timer_later_or_earlier_in_place() {
+    let base = Instant::now();
+    let mut h = TimerWheel::new(base);
+    let a = h.insert(at(base, 10), "a");
+    let b = h.insert(at(base, 5_000), "b"); // a few levels up
+    let nodes = h.reserved();
+    let Reset::Moved(a2) = h.reset(a, at(base, 20_000)) else {
+        panic!("a was pending")
+    };
+    let Reset::Moved(b2) = h.reset(b, at(base, 1)) else {
+        panic!("b was pending")
+    };
+    h.check_invariants();
+    assert_eq!(h.reserved(), nodes, "moved in place: no node made");
+    assert!(!h.contains(a) && h.contains(a2), "the old id is stale");
+    assert_eq!(h.reset(a, at(base, 3)), Reset::Gone);
+    assert_eq!(h.deadline(a2), Some(at(base, 20_000)));
+    assert_eq!(h.pop_due(at(base, 1)), Some((b2, "b")));
+    assert!(
+        h.pop_due(at(base, 19_999)).is_none(),
+        "a is not due at 10 ms"
+    );
+    assert_eq!(h.pop_due(at(base, 20_000)).map(|(_, v)| v), Some("a"));
+    h.check_invariants();
+}
+
+#[test]
+fn a_reset_timer_leaves_after_those_already_set_for_its_deadline() {
+    let base = Instant::now();
+    let mut h = TimerWheel::new(base);
+    // The start of a tick (1,048,576 ns) ten ticks on; both timers are in
+    // it, so once time reaches it they wait in the near heap, where a reset
+    // is a remove and a push.
+    let tick = h.instant(((h.ns(base) >> TICK_SHIFT) + 10) << TICK_SHIFT);
+    let due = tick + Duration::from_micros(500);
+    let first = h.insert(due, 0);
+    h.insert(due, 1);
+    assert!(h.pop_due(tick + Duration::from_micros(100)).is_none());
+    let Reset::Moved(_) = h.reset(first, due) else {
+        panic!("pending")
+    };
+    h.check_invariants();
+    let out: Vec<_> = std::iter::from_fn(|| h.pop_due(due).map(|(_, v)| v)).collect();
+    assert_eq!(out, [1, 0], "as if set anew");
+}
+
+#[test]
+fn resetting_a_reserved_timer_frees_it_and_says_where_it_waits() {
+    let base = Instant::now();
+    let mut h = TimerWheel::new(base);
+    let id = h.insert(base, "a");
+    h.pop_due_reserved(base, |_| 9).unwrap();
+    assert_eq!(h.reset(id, at(base, 5)), Reset::Ready(9));
+    assert!(!h.contains(id));
+    assert_eq!(h.reserved(), 0);
+    assert_eq!(h.reset(id, at(base, 5)), Reset::Gone);
+    h.check_invariants();
+}
