@@ -1,8 +1,8 @@
 //! Control flow as values: [`loop_fn`] (a loop that carries state),
 //! [`Deferred::finally`] (cleanup on every outcome) and [`race_either`] (the
 //! first of two Deferreds of different types). Retries are in
-//! [`retry`](super::retry), bounded concurrency in [`map`](super::map),
-//! scopes in [`scope`](super::scope).
+//! [`retry`](mod@super::retry), bounded concurrency in [`map`](super::map),
+//! scopes in [`scope`](mod@super::scope).
 //!
 //! Each step a loop runs is a Deferred of [`ControlFlow`]: `Continue(state)`
 //! runs the step again with the new state, `Break(value)` ends the loop with

@@ -28,7 +28,7 @@ use std::rc::{Rc, Weak};
 /// flight is cancelled, and once they have all ended the result fails with
 /// [`FirstError`] (index and failure of the first one; the failures of the
 /// cancelled ones are consumed). Cancelling the result does the same and
-/// fails it with [`Cancelled`](super::Cancelled). A panic in `f` is that
+/// fails it with [`Cancelled`]. A panic in `f` is that
 /// item's failure. A `limit` of 0 fails at once with
 /// [`Error::InvalidInput`](crate::Error::InvalidInput), taking no item.
 ///

@@ -3,7 +3,7 @@
 //! wait between attempts (exponential, capped, with seeded jitter).
 //!
 //! The policy is a value (tenacity's shape: attempts, wait, which failures to
-//! retry), the driver is [`loop_fn`](super::loop_fn) with a timer between
+//! retry), the driver is [`loop_fn`] with a timer between
 //! attempts. Differences from the retry libraries users know, on purpose:
 //! - **No unbounded default** (a bare tenacity decorator retries forever
 //!   without waiting): 3 attempts, 100 ms doubling to at most 10 s, full jitter.
