@@ -93,8 +93,8 @@ fn serve(conn: &TcpStream, st: &Seen) {
     let _ = r.read(&mut buf); // until the client hangs up
 }
 
-/// The paths both twins' `main` crawl: pages, missing ones, and a fatal one
-/// while slow pages are in flight.
+/// The paths both twins' `main` crawl: pages and a missing one (the tests
+/// add slow and fatal ones).
 pub fn paths() -> Vec<String> {
     let mut all: Vec<String> = (0..8).map(|i| format!("/page/{i}")).collect();
     all.insert(3, "/nowhere".into());
