@@ -3,17 +3,22 @@
 //! SIGTERM, waits for it (killing it after the stop timeout), and exits 0
 //! with no child left behind. A second signal stops it at once.
 //!
+//! The supervision is one [`loop_fn`]: each step runs the child once and
+//! waits, for its exit or a signal, then for the back-off or a signal. The
+//! state it carries is the next delay; the signals arrive on a
+//! [`DeferredQueue`], raced against each wait with [`race_either`] (the
+//! loser, a timer or a queue getter, is cancelled).
+//!
 //! Run: `cargo run --example supervisor -- [--stop-timeout-ms N] CMD [ARGS...]`,
 //! e.g. `cargo run --example supervisor -- sh -c 'date; sleep 1; exit 1'`.
 //! Prints `started PID` for each start, on stdout.
 
+use deferloop::deferred::{defer_later, fail, loop_fn, race_either, DeferredQueue, Either};
 use deferloop::process::{Process, ProcessProtocol};
-use deferloop::shutdown::{Phase, Shutdown};
-use deferloop::{EventLoop, Failure, Handle, Loop, Signal};
-use std::cell::{Cell, RefCell};
+use deferloop::{succeed, Deferred, EventLoop, Loop, Signal};
 use std::io::Write;
-use std::process::{Command, ExitCode, ExitStatus};
-use std::rc::Rc;
+use std::ops::ControlFlow::{self, Break, Continue};
+use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 /// The first restart delay; it doubles up to [`MAX_BACKOFF`].
@@ -37,114 +42,104 @@ impl ProcessProtocol for PassThrough {
     }
 }
 
-/// One supervised command.
-pub struct Supervisor {
-    argv: Vec<String>,
-    backoff: Cell<Duration>,
-    child: RefCell<Option<Process>>,
-    started: Cell<Option<Instant>>,
-    restart: RefCell<Option<Handle>>,
-    stopping: Cell<bool>,
-    ever_started: Cell<bool>,
-    /// Set when the first start fails: the program cannot run at all.
-    fatal: RefCell<Option<String>>,
+/// What one step of the supervision ends with: the next restart delay
+/// (`Continue`), or stopped (`Break`).
+type Step = ControlFlow<(), Duration>;
+
+/// The next signal put on `signals`.
+fn next_signal(signals: &DeferredQueue<Signal>) -> Deferred<Signal> {
+    signals.get().unwrap_or_else(fail) // the backlog is unbounded
 }
 
-impl Supervisor {
-    /// A supervisor for `argv` (program, then arguments).
-    pub fn new(argv: Vec<String>) -> Rc<Supervisor> {
-        Rc::new(Supervisor {
-            argv,
-            backoff: Cell::new(FIRST_BACKOFF),
-            child: RefCell::new(None),
-            started: Cell::new(None),
-            restart: RefCell::new(None),
-            stopping: Cell::new(false),
-            ever_started: Cell::new(false),
-            fatal: RefCell::new(None),
-        })
-    }
-
-    /// Starts the command; when it exits, starts it again after the back-off.
-    pub fn start(self: &Rc<Self>, lp: &Loop) {
-        if self.stopping.get() {
-            return;
-        }
-        let mut cmd = Command::new(&self.argv[0]);
-        cmd.args(&self.argv[1..]);
-        let (me, me2) = (self.clone(), self.clone());
-        let _ = lp.spawn_process(&mut cmd, PassThrough).add_callbacks(
-            move |p: Process| {
-                println!("started {}", p.pid());
-                let _ = std::io::stdout().flush();
-                me.ever_started.set(true);
-                me.started.set(Some(Instant::now()));
-                *me.child.borrow_mut() = Some(p.clone());
-                let me = me.clone();
-                let _ = p.wait().add_callback(move |status| {
-                    me.exited(status);
-                    Ok(())
-                });
-                Ok(())
-            },
-            move |f: Failure| {
+/// Runs `argv` (program, then arguments) until a signal arrives on
+/// `signals`, restarting it with back-off whenever it exits; fires once it
+/// has stopped and its child is gone. Fails if the command cannot start the
+/// first time (a later failure to start is retried like an exit).
+pub fn supervise(
+    lp: &Loop,
+    argv: Vec<String>,
+    signals: DeferredQueue<Signal>,
+    stop_timeout: Duration,
+) -> Deferred<()> {
+    let (lp, mut ever_started) = (lp.clone(), false);
+    loop_fn(FIRST_BACKOFF, move |delay| {
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        let (lp, signals, name) = (lp.clone(), signals.clone(), argv[0].clone());
+        let spawned = lp.spawn_process(&mut cmd, PassThrough);
+        let first = !std::mem::replace(&mut ever_started, true);
+        spawned.add_both(move |r| match r {
+            Ok(p) => run_once(&lp, &p, delay, &signals, stop_timeout, name),
+            Err(f) if first => fail(f),
+            Err(f) => {
                 eprintln!("supervisor: {f}");
-                if me2.ever_started.get() {
-                    me2.schedule_restart();
-                } else {
-                    *me2.fatal.borrow_mut() = Some(f.to_string());
-                    if let Ok(lp) = Loop::current() {
-                        lp.stop();
-                    }
-                }
-                Ok(())
-            },
-        );
-    }
-
-    fn exited(self: &Rc<Self>, status: ExitStatus) {
-        self.child.borrow_mut().take();
-        if self.stopping.get() {
-            return;
-        }
-        if self
-            .started
-            .get()
-            .is_some_and(|t| t.elapsed() >= STABLE_AFTER)
-        {
-            self.backoff.set(FIRST_BACKOFF);
-        }
-        eprintln!(
-            "supervisor: {} exited ({status}); restarting in {:?}",
-            self.argv[0],
-            self.backoff.get()
-        );
-        self.schedule_restart();
-    }
-
-    fn schedule_restart(self: &Rc<Self>) {
-        let Ok(lp) = Loop::current() else { return };
-        let delay = self.backoff.get();
-        self.backoff.set((delay * 2).min(MAX_BACKOFF));
-        let me = self.clone();
-        *self.restart.borrow_mut() = lp.call_later(delay, move |lp| me.start(lp)).ok();
-    }
-
-    /// Stops restarting and asks the child to stop: a Deferred that fires
-    /// when it has exited.
-    pub fn stop(&self) -> deferloop::Deferred<()> {
-        self.stopping.set(true);
-        if let Some(h) = self.restart.borrow_mut().take() {
-            h.cancel();
-        }
-        match self.child.borrow().clone() {
-            Some(p) if !p.has_exited() => {
-                let _ = p.signal(Signal::TERM);
-                p.wait().map(|_| ())
+                back_off(&lp, delay, &signals)
             }
-            _ => deferloop::succeed(()),
+        })
+    })
+}
+
+/// The child's life: until it exits (then the back-off), or until a signal
+/// (then it is stopped).
+fn run_once(
+    lp: &Loop,
+    p: &Process,
+    delay: Duration,
+    signals: &DeferredQueue<Signal>,
+    stop_timeout: Duration,
+    name: String,
+) -> Deferred<Step> {
+    println!("started {}", p.pid());
+    let _ = std::io::stdout().flush();
+    let started = Instant::now();
+    let (lp, p, signals) = (lp.clone(), p.clone(), signals.clone());
+    race_either(p.wait(), next_signal(&signals)).add_callback(move |first| match first {
+        Either::Left(status) => {
+            let delay = if started.elapsed() >= STABLE_AFTER {
+                FIRST_BACKOFF
+            } else {
+                delay
+            };
+            eprintln!("supervisor: {name} exited ({status}); restarting in {delay:?}");
+            back_off(&lp, delay, &signals)
         }
-    }
+        Either::Right(_) => stop(&lp, &p, &signals, stop_timeout).map(Break),
+    })
+}
+
+/// Waits `delay`, then runs the child again with the next delay, doubled;
+/// a signal during the wait stops the supervision.
+fn back_off(lp: &Loop, delay: Duration, signals: &DeferredQueue<Signal>) -> Deferred<Step> {
+    let next = (delay * 2).min(MAX_BACKOFF);
+    race_either(defer_later(lp, delay, || Ok(())), next_signal(signals)).map(move |first| {
+        match first {
+            Either::Left(()) => Continue(next),
+            Either::Right(_) => Break(()),
+        }
+    })
+}
+
+/// SIGTERM, then SIGKILL after `stop_timeout` or at a second signal; fires
+/// once the child has exited.
+fn stop(
+    lp: &Loop,
+    p: &Process,
+    signals: &DeferredQueue<Signal>,
+    stop_timeout: Duration,
+) -> Deferred<()> {
+    let _ = p.signal(Signal::TERM);
+    let too_long = race_either(
+        defer_later(lp, stop_timeout, || Ok(())),
+        next_signal(signals),
+    );
+    let p = p.clone();
+    race_either(p.wait(), too_long).add_callback(move |first| match first {
+        Either::Left(_) => succeed(()),
+        Either::Right(_) => {
+            let _ = p.kill();
+            p.wait().map(drop)
+        }
+    })
 }
 
 /// `[--stop-timeout-ms N] CMD [ARGS...]`.
@@ -163,19 +158,15 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), Box<dyn std::er
         return Err("usage: supervisor [--stop-timeout-ms N] CMD [ARGS...]".into());
     }
     let ev = EventLoop::new()?;
-    let sup = Supervisor::new(args);
-    let shutdown = Shutdown::new(&ev);
-    let s2 = sup.clone();
-    shutdown.add_trigger(Phase::Before, move |_| s2.stop());
-    shutdown.set_deadline(Phase::Before, stop_timeout);
-    shutdown.stop_on_signals()?;
-    let s3 = sup.clone();
-    ev.call_soon(move |lp| s3.start(lp))?;
-    ev.run()?;
-    if let Some(e) = sup.fatal.borrow_mut().take() {
-        return Err(e.into());
+    let signals = DeferredQueue::new(None, None);
+    for sig in [Signal::INT, Signal::TERM] {
+        let q = signals.clone();
+        ev.add_signal_handler(sig, move |_, sig| {
+            let _ = q.put(sig);
+        })?;
     }
-    // Closing the loop kills and reaps a child that ignored SIGTERM.
+    ev.run_until(supervise(&ev, args, signals, stop_timeout))?;
+    // Closing the loop kills and reaps a child still running.
     ev.close()?;
     Ok(())
 }

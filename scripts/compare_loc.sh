@@ -9,13 +9,15 @@ count() { grep -cvE '^\s*($|//)' "$1"; }
 table=$(
   echo "| program | deferloop (callbacks) | tokio (async) |"
   echo "|---|---:|---:|"
-  for p in echo proxy fan_out http_client pubsub; do
+  for p in echo proxy fan_out http_client pubsub transaction crawler; do
     d=examples/compare/${p}_deferloop.rs
     t=examples/compare/${p}_tokio.rs
     echo "| ${p//_/-} | $(count "$d") | $(count "$t") |"
   done
   echo "| shared fake backends (fan-out) | $(count examples/compare/backends.rs) | (same file) |"
   echo "| shared fake HTTP server (http-client) | $(count examples/compare/http_backend.rs) | (same file) |"
+  echo "| shared fake line server (transaction) | $(count examples/compare/txn_backend.rs) | (same file) |"
+  echo "| shared fake page server (crawler) | $(count examples/compare/crawl_backend.rs) | (same file) |"
 )
 awk -v table="$table" '
   /<!-- loc:begin -->/ { print; print table; skip = 1; next }

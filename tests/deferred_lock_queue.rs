@@ -169,3 +169,16 @@ fn cancelling_a_waiting_get_removes_it() {
     g.cancel();
     assert_eq!(g.result().unwrap().unwrap(), 1);
 }
+
+/// A queue of values that are not `Clone` (a command holding a connection,
+/// say) is still a handle that clones: both handles are the same queue.
+#[test]
+fn a_queue_of_non_clone_items_clones_as_a_handle() {
+    #[derive(Debug)]
+    struct NotClone(u8);
+    let q = DeferredQueue::<NotClone>::new(None, None);
+    let producer = q.clone();
+    let g = q.get().unwrap();
+    assert!(producer.put(NotClone(7)).is_ok());
+    assert_eq!(g.result().unwrap().unwrap().0, 7);
+}

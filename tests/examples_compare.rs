@@ -38,14 +38,34 @@ mod pubsub_deferloop;
 #[allow(dead_code)]
 mod pubsub_tokio;
 
+#[path = "../examples/compare/transaction_deferloop.rs"]
+#[allow(dead_code)]
+mod transaction_deferloop;
+#[path = "../examples/compare/transaction_tokio.rs"]
+#[allow(dead_code)]
+mod transaction_tokio;
+
+#[path = "../examples/compare/crawler_deferloop.rs"]
+#[allow(dead_code)]
+mod crawler_deferloop;
+#[path = "../examples/compare/crawler_tokio.rs"]
+#[allow(dead_code)]
+mod crawler_tokio;
+
 #[path = "../examples/compare/backends.rs"]
 #[allow(dead_code)]
 mod backends;
+#[path = "../examples/compare/crawl_backend.rs"]
+#[allow(dead_code)]
+mod crawl_backend;
 #[path = "../examples/compare/http_backend.rs"]
 #[allow(dead_code)]
 mod http_backend;
+#[path = "../examples/compare/txn_backend.rs"]
+#[allow(dead_code)]
+mod txn_backend;
 
-use deferloop::deferred::TimedOut;
+use deferloop::deferred::{FirstError, TimedOut};
 use deferloop::EventLoop;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -261,4 +281,227 @@ fn both_pubsub_twins_deliver_to_the_fast_and_drop_the_slow() {
     check_pubsub(d);
     let t = tokio_server(pubsub_tokio::serve);
     check_pubsub(t);
+}
+
+/// A transaction twin: the attempts it took, or its failure's text.
+type Transact = fn(SocketAddr, &str) -> Result<u32, String>;
+
+fn transact_deferloop(addr: SocketAddr, token: &str) -> Result<u32, String> {
+    let ev = EventLoop::new().unwrap();
+    let d = transaction_deferloop::transact(&ev, addr, token, txn_backend::writes());
+    let r = ev.run_until(d);
+    // Its connections are closed, and no timer is left behind.
+    util::run_until(&ev, Duration::from_secs(1), || ev.io_source_count() == 0);
+    assert_eq!(ev.timer_count(), 0);
+    r.map_err(|f| {
+        let e = f.downcast_ref::<transaction_deferloop::StepFailed>();
+        e.expect("a step's failure").to_string()
+    })
+}
+
+fn transact_tokio(addr: SocketAddr, token: &str) -> Result<u32, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = rt.block_on(transaction_tokio::transact(
+        addr,
+        token,
+        txn_backend::writes(),
+    ));
+    r.map_err(|e| e.to_string())
+}
+
+/// Runs both transaction twins, each against a fresh server following
+/// `script`: they end alike, the server reads the same lines from both, and
+/// each closes its connections. Returns the outcome and the lines.
+fn check_transaction(
+    script: txn_backend::Script,
+    token: &str,
+) -> (Result<u32, String>, Vec<String>) {
+    let mut runs = Vec::new();
+    for twin in [transact_deferloop as Transact, transact_tokio] {
+        let (addr, seen) = txn_backend::spawn(script);
+        // The timeouts' wording differs by library ("Deferred timed out
+        // after 200ms" against "timed out after 200ms"); the rest is equal.
+        let r = twin(addr, token).map_err(|e| e.replace("Deferred timed out", "timed out"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while seen.open.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a connection left open"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        runs.push((r, seen.lines.lock().unwrap().clone()));
+    }
+    assert_eq!(runs[0], runs[1], "the twins differ");
+    runs.pop().unwrap()
+}
+
+fn txn_script() -> txn_backend::Script {
+    txn_backend::Script {
+        token: "secret",
+        conflicts: 0,
+        hang_on: None,
+    }
+}
+
+#[test]
+fn both_transaction_twins_commit_every_write_in_order() {
+    let (r, lines) = check_transaction(txn_script(), "secret");
+    assert_eq!(r, Ok(1));
+    let want = [
+        "AUTH secret",
+        "BEGIN",
+        "SET k0 v0",
+        "SET k1 v1",
+        "SET k2 v2",
+        "SET k3 v3",
+        "COMMIT",
+    ];
+    let want: Vec<String> = want.iter().map(|l| format!("0 {l}")).collect();
+    assert_eq!(lines, want);
+}
+
+#[test]
+fn both_transaction_twins_retry_the_whole_transaction_after_a_conflict() {
+    let script = txn_backend::Script {
+        conflicts: 1,
+        ..txn_script()
+    };
+    let (r, lines) = check_transaction(script, "secret");
+    assert_eq!(r, Ok(2));
+    // Two whole transactions, each on its own connection.
+    assert_eq!(lines.len(), 14, "{lines:?}");
+    assert_eq!(lines[7], "1 AUTH secret");
+    assert_eq!(lines[13], "1 COMMIT");
+    // Conflicts every time: three attempts, then the conflict is the failure.
+    let script = txn_backend::Script {
+        conflicts: 5,
+        ..txn_script()
+    };
+    let (r, lines) = check_transaction(script, "secret");
+    assert_eq!(r, Err("commit: CONFLICT".into()));
+    assert_eq!(lines.len(), 21, "{lines:?}");
+}
+
+#[test]
+fn both_transaction_twins_abort_at_a_step_that_never_answers_and_name_it() {
+    let script = txn_backend::Script {
+        hang_on: Some("SET"),
+        ..txn_script()
+    };
+    let (r, lines) = check_transaction(script, "secret");
+    assert_eq!(r, Err("write 0: timed out after 200ms".into()));
+    // Aborted, not retried: the first write was the last line sent.
+    assert_eq!(lines, ["0 AUTH secret", "0 BEGIN", "0 SET k0 v0"]);
+}
+
+#[test]
+fn both_transaction_twins_name_the_step_a_wrong_token_fails() {
+    let (r, lines) = check_transaction(txn_script(), "wrong");
+    assert_eq!(r, Err("auth: ERR bad token".into()));
+    assert_eq!(lines, ["0 AUTH wrong"]);
+}
+
+/// What a crawler twin ends with: the pages, or why it gave up (`timed
+/// out` or the fatal page's error).
+type Pages = Result<Vec<Result<String, String>>, String>;
+
+/// A crawler twin.
+type Crawl = fn(SocketAddr, Vec<String>, usize, Duration) -> Pages;
+
+fn crawl_deferloop(
+    addr: SocketAddr,
+    paths: Vec<String>,
+    limit: usize,
+    deadline: Duration,
+) -> Pages {
+    let ev = EventLoop::new().unwrap();
+    let r = ev.run_until(crawler_deferloop::crawl(&ev, addr, paths, limit, deadline));
+    // Every connection is closed and the deadline's timer is gone.
+    util::run_until(&ev, Duration::from_secs(1), || ev.io_source_count() == 0);
+    assert_eq!(ev.timer_count(), 0);
+    r.map_err(|f| match f.downcast_ref::<FirstError>() {
+        Some(first) => first.failure.to_string(),
+        None if f.check::<TimedOut>() => "timed out".into(),
+        None => panic!("{f}"),
+    })
+}
+
+fn crawl_tokio(addr: SocketAddr, paths: Vec<String>, limit: usize, deadline: Duration) -> Pages {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = rt.block_on(crawler_tokio::crawl(addr, paths, limit, deadline));
+    r.map_err(|e| {
+        if e.starts_with("timed out") {
+            "timed out".into()
+        } else {
+            e
+        }
+    })
+}
+
+/// Runs both crawler twins against fresh servers: they end alike, the
+/// server is asked the same paths, at most `limit` at once, and every
+/// connection is closed soon after the crawl ends — long before a slow
+/// page would have answered. Returns the outcome and the paths asked for,
+/// sorted.
+fn check_crawl(paths: &[&str], limit: usize, deadline: Duration) -> (Pages, Vec<String>) {
+    let mut runs = Vec::new();
+    for twin in [crawl_deferloop as Crawl, crawl_tokio] {
+        let (addr, seen) = crawl_backend::spawn();
+        let t0 = std::time::Instant::now();
+        let paths = paths.iter().map(|p| p.to_string()).collect();
+        let r = twin(addr, paths, limit, deadline);
+        let load = |n: &std::sync::atomic::AtomicUsize| n.load(std::sync::atomic::Ordering::SeqCst);
+        while load(&seen.open) > 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "a connection left open: {seen:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(load(&seen.max_in_flight) <= limit, "{seen:?}");
+        let mut asked = seen.paths.lock().unwrap().clone();
+        asked.sort(); // they arrive in any order, up to `limit` at once
+        runs.push((r, asked));
+    }
+    assert_eq!(runs[0], runs[1], "the twins differ");
+    runs.pop().unwrap()
+}
+
+#[test]
+fn both_crawler_twins_fetch_every_page_in_order_k_at_a_time() {
+    let paths = [
+        "/page/0", "/page/1", "/nowhere", "/page/3", "/page/4", "/page/5", "/page/6",
+    ];
+    let (r, asked) = check_crawl(&paths, 3, Duration::from_secs(5));
+    let mut want: Vec<Result<String, String>> = (0..7).map(|i| Ok(i.to_string())).collect();
+    want[2] = Err("/nowhere: missing".into());
+    assert_eq!(r, Ok(want));
+    assert_eq!(asked.len(), 7);
+}
+
+#[test]
+fn both_crawler_twins_cancel_what_is_in_flight_at_the_first_fatal_page() {
+    // Two slow pages are in flight when the fatal one comes back.
+    let paths = [
+        "/slow/a", "/slow/b", "/page/0", "/fatal", "/page/1", "/page/2",
+    ];
+    let (r, asked) = check_crawl(&paths, 3, Duration::from_secs(5));
+    assert_eq!(r, Err("/fatal: disk on fire".into()));
+    // Nothing was started after it.
+    assert_eq!(asked, ["/fatal", "/page/0", "/slow/a", "/slow/b"]);
+}
+
+#[test]
+fn both_crawler_twins_give_up_at_the_deadline_and_close_what_is_in_flight() {
+    let paths = ["/slow/a", "/slow/b", "/slow/c"];
+    let (r, asked) = check_crawl(&paths, 2, Duration::from_millis(300));
+    assert_eq!(r, Err("timed out".into()));
+    assert_eq!(asked.len(), 2);
 }

@@ -206,6 +206,36 @@ fn supervisor_kills_a_child_that_ignores_sigterm_after_its_timeout() {
 }
 
 #[test]
+fn supervisor_kills_a_child_that_ignores_sigterm_at_a_second_signal() {
+    // A stop timeout no test waits for: only the second signal ends it.
+    let (mut sup, rx) = start(
+        "supervisor",
+        &[
+            "--stop-timeout-ms",
+            "600000",
+            "sh",
+            "-c",
+            "trap '' TERM; echo ready; while :; do sleep 0.05; done",
+        ],
+    );
+    let pid = next_line(&rx, |l| {
+        l.strip_prefix("started ")
+            .map(|p| p.parse::<u32>().unwrap())
+    });
+    next_line(&rx, |l| (l == "ready").then_some(()));
+    term(&sup);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        sup.try_wait().unwrap().is_none(),
+        "waits for the child first"
+    );
+    term(&sup);
+    let status = wait_exit(&mut sup, Duration::from_secs(60));
+    assert!(status.success(), "{status}");
+    assert!(!alive(pid), "the stubborn child was killed");
+}
+
+#[test]
 fn echo_server_drains_its_connections_on_sigterm_and_exits_0() {
     let (mut server, rx) = start("echo_server", &["127.0.0.1:0"]);
     let addr: std::net::SocketAddr = next_line(&rx, |l| l.parse().ok());

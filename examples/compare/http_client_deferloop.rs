@@ -5,10 +5,12 @@
 //!
 //! Run: `cargo run --example compare_http_client_deferloop`
 
+use deferloop::deferred::{loop_fn, retry, Backoff, Jitter, RetryPolicy};
 use deferloop::net::Stream;
-use deferloop::{defer_later, fail, gather_results, succeed, Deferred, EventLoop, Failure, Loop};
+use deferloop::{fail, gather_results, succeed, Deferred, EventLoop, Failure, Loop};
 use std::cell::Cell;
 use std::net::SocketAddr;
+use std::ops::ControlFlow::{Break, Continue};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -37,61 +39,31 @@ fn get(s: &Stream, path: &str) -> Deferred<String> {
         .add_callback(|body| String::from_utf8(body).map_err(Failure::new))
 }
 
-/// What the workers share: where to fetch, and the next path to take.
-#[derive(Clone)]
-struct Jobs {
-    lp: Loop,
-    addr: SocketAddr,
-    paths: Rc<[String]>,
-    next: Rc<Cell<usize>>,
-}
-
-type Conn = Option<Stream>;
-
 /// `path` on `conn` (connecting if there is none), with a timeout per try
 /// and retries with back-off; fires with the connection to keep (none after
-/// a failure) and the result. The timeout cancels the read; we close.
+/// a failure) and the result. The timeout cancels the read; we abort.
 fn fetch(
-    jobs: Jobs,
-    conn: Conn,
+    lp: &Loop,
+    addr: SocketAddr,
+    mut conn: Option<Stream>,
     path: String,
-    attempt: u32,
-) -> Deferred<(Conn, Result<String, String>)> {
-    let s = conn.unwrap_or_else(|| Stream::connect(&jobs.lp, jobs.addr));
-    get(&s, &path)
-        .add_timeout(TIMEOUT, &jobs.lp)
-        .add_both(move |r| match r {
-            Ok(body) => succeed((Some(s), Ok(body))),
-            Err(f) => {
-                s.abort();
-                if attempt == RETRIES {
-                    return succeed((None, Err(f.to_string())));
+) -> Deferred<(Option<Stream>, Result<String, String>)> {
+    let backoff = Backoff::exponential(BACKOFF).jitter(Jitter::None);
+    let policy = RetryPolicy::new().attempts(RETRIES + 1).backoff(backoff);
+    let lp2 = lp.clone();
+    retry(lp, policy, move |_| {
+        let s = conn.take().unwrap_or_else(|| Stream::connect(&lp2, addr));
+        get(&s, &path)
+            .add_timeout(TIMEOUT, &lp2)
+            .add_both(move |r| match r {
+                Ok(body) => Ok((Some(s), Ok(body))),
+                Err(f) => {
+                    s.abort();
+                    Err(f)
                 }
-                let lp = jobs.lp.clone();
-                defer_later(&lp, BACKOFF * 2u32.pow(attempt), move || {
-                    fetch(jobs, None, path, attempt + 1)
-                })
-            }
-        })
-}
-
-/// Takes paths until none are left, on one kept-alive connection.
-fn worker(
-    jobs: Jobs,
-    conn: Conn,
-    mut done: Vec<(usize, Result<String, String>)>,
-) -> Deferred<Vec<(usize, Result<String, String>)>> {
-    let i = jobs.next.replace(jobs.next.get() + 1);
-    let Some(path) = jobs.paths.get(i).cloned() else {
-        if let Some(s) = conn {
-            s.close();
-        }
-        return succeed(done);
-    };
-    fetch(jobs.clone(), conn, path, 0).add_callback(move |(conn, r)| {
-        done.push((i, r));
-        worker(jobs, conn, done)
+            })
     })
+    .add_errback(|f| Ok((None, Err(f.to_string()))))
 }
 
 /// Every path's body (or error), in order, fetched by `n` workers that each
@@ -102,16 +74,27 @@ pub fn fetch_all(
     paths: Vec<String>,
     n: usize,
 ) -> Deferred<Vec<Result<String, String>>> {
-    let jobs = Jobs {
-        lp: lp.clone(),
-        addr,
-        paths: paths.into(),
-        next: Rc::default(),
-    };
-    let workers = (0..n)
-        .map(|_| worker(jobs.clone(), None, Vec::new()))
-        .collect();
-    gather_results(workers).map(|all| {
+    let (paths, next): (Rc<[String]>, _) = (paths.into(), Rc::new(Cell::new(0)));
+    let workers = (0..n).map(|_| {
+        let (lp, paths, next) = (lp.clone(), paths.clone(), next.clone());
+        loop_fn(
+            (None, Vec::new()),
+            move |(conn, mut done): (Option<Stream>, Vec<_>)| {
+                let i = next.replace(next.get() + 1);
+                let Some(path) = paths.get(i).cloned() else {
+                    if let Some(s) = conn {
+                        s.close();
+                    }
+                    return succeed(Break(done));
+                };
+                fetch(&lp, addr, conn, path).map(move |(conn, r)| {
+                    done.push((i, r));
+                    Continue((conn, done))
+                })
+            },
+        )
+    });
+    gather_results(workers.collect()).map(|all| {
         let mut all: Vec<_> = all.into_iter().flatten().collect();
         all.sort_by_key(|(i, _)| *i);
         all.into_iter().map(|(_, r)| r).collect()
@@ -119,15 +102,13 @@ pub fn fetch_all(
 }
 
 #[allow(dead_code)]
-fn main() -> Result<(), deferloop::Error> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The library reports through `log`: show its warnings (RUST_LOG overrides).
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let (addr, _) = http_backend::spawn();
     let paths: Vec<String> = http_backend::paths().into_iter().map(|(p, _)| p).collect();
     let ev = EventLoop::new()?;
-    let results = ev
-        .run_until(fetch_all(&ev, addr, paths.clone(), 3))
-        .expect("no failure");
+    let results = ev.run_until(fetch_all(&ev, addr, paths.clone(), 3))?;
     for (path, r) in paths.iter().zip(results) {
         println!("{path}: {r:?}");
     }

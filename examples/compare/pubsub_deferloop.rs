@@ -5,49 +5,75 @@
 //!
 //! Run: `cargo run --example compare_pubsub_deferloop -- 127.0.0.1:7003`
 
+use deferloop::deferred::{fail, loop_fn, DeferredQueue};
 use deferloop::net::{Listener, Stream};
-use deferloop::{EventLoop, Failure};
-use std::cell::RefCell;
+use deferloop::{Deferred, EventLoop, Failure};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::rc::Rc;
+use std::ops::ControlFlow::{Break, Continue};
 
 /// A subscriber with more than this many bytes waiting is dropped.
 pub const LIMIT: usize = 1 << 20;
 
-/// Subscribers by topic, shared by every connection.
-type Topics = Rc<RefCell<HashMap<String, Vec<Stream>>>>;
+/// Subscribers by topic, owned by the broker.
+type Topics = HashMap<String, Vec<Stream>>;
 
-/// Serves one command, then the next, until the client goes.
-fn serve(s: Stream, topics: Topics) {
-    let _ = s
-        .clone()
-        .read_line()
-        .add_both(move |line: Result<String, Failure>| {
-            let Ok(line) = line else {
-                s.close(); // end of file, over-long line or reset
-                return Ok(());
-            };
-            match line.split_once(' ') {
-                Some(("SUB", topic)) => {
-                    let mut topics = topics.borrow_mut();
-                    topics.entry(topic.into()).or_default().push(s.clone());
+/// What a connection asks of the broker.
+enum Command {
+    Sub(String, Stream),
+    /// `topic message`.
+    Pub(String),
+    Unknown(Stream),
+}
+
+/// Serves one connection: each line is a command for the broker, until the
+/// client goes.
+fn serve(s: Stream, commands: DeferredQueue<Command>) {
+    loop_fn((), move |()| {
+        let (s, commands) = (s.clone(), commands.clone());
+        s.read_line()
+            .add_both(move |line: Result<String, Failure>| {
+                let Ok(line) = line else {
+                    s.close(); // end of file, over-long line or reset
+                    return Ok(Break(()));
+                };
+                let command = match line.split_once(' ') {
+                    Some(("SUB", topic)) => Command::Sub(topic.into(), s),
+                    Some(("PUB", rest)) => Command::Pub(rest.into()),
+                    _ => Command::Unknown(s),
+                };
+                let _ = commands.put(command); // unbounded: never refused
+                Ok(Continue(()))
+            })
+    })
+    .detach();
+}
+
+/// The broker: owns the subscribers by topic and serves every connection's
+/// commands, one at a time, in the order they came.
+fn broker(commands: DeferredQueue<Command>) -> Deferred<()> {
+    loop_fn(HashMap::new(), move |mut topics: Topics| {
+        let next = commands.get().unwrap_or_else(fail); // the backlog is unbounded
+        next.map(move |command| {
+            match command {
+                Command::Sub(topic, s) => {
+                    topics.entry(topic).or_default().push(s.clone());
                     s.write(b"OK\n");
                 }
-                Some(("PUB", rest)) => publish(&topics, rest),
-                _ => s.write(b"ERR\n"),
+                Command::Pub(rest) => publish(&mut topics, &rest),
+                Command::Unknown(s) => s.write(b"ERR\n"),
             }
-            serve(s, topics);
-            Ok::<(), Failure>(())
-        });
+            Continue(topics)
+        })
+    })
 }
 
 /// Sends `topic message` to the topic's subscribers; drops the ones gone
 /// and the ones too far behind.
-fn publish(topics: &Topics, rest: &str) {
+fn publish(topics: &mut Topics, rest: &str) {
     let topic = rest.split(' ').next().unwrap_or_default();
     let line = format!("{rest}\n");
-    if let Some(subs) = topics.borrow_mut().get_mut(topic) {
+    if let Some(subs) = topics.get_mut(topic) {
         subs.retain(|sub| {
             if sub.is_closing() {
                 return false;
@@ -63,8 +89,9 @@ fn publish(topics: &Topics, rest: &str) {
 }
 
 pub fn start(ev: &EventLoop, addr: SocketAddr) -> Result<Listener, deferloop::Error> {
-    let topics = Topics::default();
-    Stream::listen_tcp(ev, addr, move |s| serve(s, topics.clone()))
+    let commands = DeferredQueue::new(None, None);
+    broker(commands.clone()).detach();
+    Stream::listen_tcp(ev, addr, move |s| serve(s, commands.clone()))
 }
 
 #[allow(dead_code)]

@@ -15,6 +15,7 @@
 //! A `Deferred` is Twisted's Deferred with types: a chain of (callback, errback)
 //! pairs fed by one result, with the same rules (chaining, pausing, cancelling,
 //! unhandled-error reporting) — see [`Deferred`].
+//! Loops, retries, bounded maps and scopes: [sequential logic with callbacks](crate::guide::sequential_logic).
 //!
 //! # Twisted spelling → deferloop spelling
 //!

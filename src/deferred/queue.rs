@@ -20,9 +20,19 @@ use std::rc::Rc;
 /// - `get()`: the oldest stored item (already fired); else a waiting Deferred if
 ///   fewer than `backlog` getters wait; else [`QueueUnderflow`]. Cancelling a
 ///   waiting get removes it (it fails with `Cancelled`).
-#[derive(Clone)]
+///
+/// Cloning gives another handle to the same queue, whatever `T` is.
 pub struct DeferredQueue<T> {
     inner: Rc<RefCell<Q<T>>>,
+}
+
+// Not derived: a derive would ask `T: Clone` of a handle that clones an `Rc`.
+impl<T> Clone for DeferredQueue<T> {
+    fn clone(&self) -> Self {
+        DeferredQueue {
+            inner: self.inner.clone(),
+        }
+    }
 }
 
 struct Q<T> {

@@ -5,9 +5,15 @@
 //!   chains are typed, abandoned and reported as they are here.
 //! - [For tokio users](for_tokio_users): the same program written both ways,
 //!   what colours and what doesn't, and where tokio's names went.
+//! - [Sequential logic with callbacks](sequential_logic): loops, retries,
+//!   early exit, try/finally, bounded maps, scopes, cancellation and errors
+//!   to `main`, without coroutines.
 
 #[doc = include_str!("../../docs/for_twisted_users.md")]
 pub mod for_twisted_users {}
 
 #[doc = include_str!("../../docs/for_tokio_users.md")]
 pub mod for_tokio_users {}
+
+#[doc = include_str!("../../docs/sequential_logic.md")]
+pub mod sequential_logic {}
