@@ -62,7 +62,7 @@ fn main() {
         ],
     );
 
-    // Issue 19's targets for the chain: both at once.
+    // The chain's targets: both at once.
     target_ns("10-step chain at most 100 ns", m[0], 100.0);
     target(
         "10-step chain at least 3x cheaper than tokio",

@@ -224,7 +224,7 @@ fn main() {
         ],
     );
 
-    // Issue 19's targets at N = 1,000,000 (the operations per sample).
+    // The targets at N = 1,000,000 (the operations per sample).
     target_ns(
         "N = 1,000,000 timers set then cancelled at most 100 ns per timer",
         m[0],

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates BENCHMARKS.md and benchmarks.svg from one run of every benchmark
-# (issue 6): the loop and Deferred micro-benchmarks beside tokio, and the TCP
+# Regenerates BENCHMARKS.md and benchmarks.svg from one run of every benchmark:
+# the loop and Deferred micro-benchmarks beside tokio, and the TCP
 # echo comparison (deferloop callbacks, coroutines on deferloop, tokio, a
 # hand-written mio server, and the Python peers when they install), then many
 # idle connections beside tokio. About thirty minutes on 2 cores once built. Never
@@ -12,8 +12,8 @@
 # BENCH_PRIORITY=-10 (needs root) runs the benches at that nice value, so that
 # other work on a shared machine takes less of their CPU; the report says so.
 # BASELINE=COMMIT (default 34c40ee, the last report before the Deferred's
-# second speed round; BASELINE=none skips it) also builds that commit in a worktree and
-# runs its loop, Deferred and echo benches in the same session, each just
+# speed-ups b827221 to 441b6b3; BASELINE=none skips it) also builds that commit in a worktree and
+# runs its loop, Deferred and echo benches in the same run, each just
 # before the current one: the "Before and after" section compares the two.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -13,8 +13,20 @@
 //! burst of one signal costs one byte and one callback, as wake-ups do.
 //!
 //! The process's disposition is changed when the first handler of a signal
-//! is added (the old one is saved) and restored when the last one goes,
-//! whichever loop or thread they were on.
+//! is added (the old one is saved), whichever loop or thread it is on.
+//!
+//! Living with other libraries (signal-hook, tokio, a C host): the handler
+//! that was installed before ours is not lost. If it was a function (not
+//! `SIG_DFL` or `SIG_IGN`), our C handler calls it after its own work, with
+//! the `siginfo_t` and context when it asked for them (`SA_SIGINFO`), as
+//! signal-hook chains. When the last of our handlers of a signal goes, the
+//! old disposition comes back only if ours is still the one installed (asked
+//! with `sigaction`); if another library installed its own since, it stays,
+//! and ours, which it may chain to, goes on chaining to the one before
+//! (signal-hook never gives a disposition back and tokio never restores
+//! one; a library that restores blindly clobbers whoever came later). A
+//! cycle (a later library chaining to ours while ours chains to it) is cut:
+//! a C handler reached again through its own chain does not chain twice.
 
 use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{Error, ExceptionContext, Failure, Loop};
@@ -115,10 +127,27 @@ static SLOT_BUSY: [AtomicUsize; MAX_SIGNAL_HANDLERS] = [IDLE; MAX_SIGNAL_HANDLER
 /// One past the highest slot ever used (the C handler looks no further).
 static SLOT_HIGH: AtomicUsize = AtomicUsize::new(0);
 
+/// Signal numbers are below this (`check_signal`).
+const SIGNALS: usize = 128;
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_PREV: AtomicUsize = AtomicUsize::new(0);
+
+/// Per signal: the function installed before ours, to chain to, or 0 (none,
+/// `SIG_DFL` or `SIG_IGN`). Written before our handler is installed (and
+/// after, only if another thread's `sigaction` raced ours), read by the C
+/// handler: plain atomics, no lock.
+static PREV_FN: [AtomicUsize; SIGNALS] = [NO_PREV; SIGNALS];
+/// Per signal: whether that function takes `siginfo_t` (`SA_SIGINFO`).
+static PREV_SIGINFO: [AtomicBool; SIGNALS] = [CLEAR; SIGNALS];
+/// Per signal: a C handler is calling the previous one now; a call that
+/// comes back through a cycle of chains does not chain again.
+static CHAINING: [AtomicBool; SIGNALS] = [CLEAR; SIGNALS];
+
 /// What only threads (never the C handler) touch, under a lock.
 struct Table {
     used: [bool; MAX_SIGNAL_HANDLERS],
-    /// Per signal number: handlers installed, and the disposition before the first.
+    /// Per signal number: handlers installed, and the disposition before ours
+    /// was last installed (kept while another library's handler sits on ours).
     signals: Vec<(usize, Option<libc::sigaction>)>,
 }
 
@@ -143,8 +172,73 @@ fn errno_location() -> *mut libc::c_int {
     unsafe { libc::__error() }
 }
 
-/// The C handler: async-signal-safe (atomics and `write` only).
-extern "C" fn on_signal(sig: libc::c_int) {
+/// `on_signal` as `sigaction` stores it.
+fn our_handler() -> libc::sighandler_t {
+    on_signal as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+        as libc::sighandler_t
+}
+
+/// The C handler: async-signal-safe (atomics, `write`, and the previous
+/// handler, which its library made safe to call here).
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    notify_slots(sig);
+    chain(sig, info, ctx);
+}
+
+/// Calls the function installed before ours, if there was one.
+fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let Some(n) = usize::try_from(sig).ok().filter(|&n| n < SIGNALS) else {
+        return;
+    };
+    let prev = PREV_FN[n].load(SeqCst);
+    if prev == 0 || CHAINING[n].swap(true, SeqCst) {
+        return;
+    }
+    if PREV_SIGINFO[n].load(SeqCst) {
+        // SAFETY: `prev` is a handler `sigaction` reported with SA_SIGINFO
+        // (`save_prev`), so it is an `extern "C" fn(c_int, *mut siginfo_t,
+        // *mut c_void)`; it gets the kernel's own `info` and `ctx`.
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(prev) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: `prev` is a handler `sigaction` reported without
+        // SA_SIGINFO, neither SIG_DFL nor SIG_IGN (`save_prev`): an
+        // `extern "C" fn(c_int)`.
+        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(prev) };
+        f(sig);
+    }
+    CHAINING[n].store(false, SeqCst);
+}
+
+/// Records `old` as the handler to chain to for `sig` (none for SIG_DFL,
+/// SIG_IGN, or ours).
+fn save_prev(sig: Signal, old: &libc::sigaction) {
+    let n = sig.0 as usize;
+    let h = old.sa_sigaction;
+    let chained = h != libc::SIG_DFL && h != libc::SIG_IGN && h != our_handler();
+    PREV_FN[n].store(0, SeqCst);
+    PREV_SIGINFO[n].store(old.sa_flags & libc::SA_SIGINFO != 0, SeqCst);
+    if chained {
+        PREV_FN[n].store(h, SeqCst);
+    }
+}
+
+/// The disposition of `sig` now.
+fn current(sig: Signal) -> io::Result<libc::sigaction> {
+    // SAFETY: a query (null new action) into a zero-initialised local, a
+    // valid `sigaction` value that outlives the call.
+    unsafe {
+        let mut cur: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig.0, std::ptr::null(), &mut cur) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(cur)
+    }
+}
+
+/// Wakes every slot watching `sig`.
+fn notify_slots(sig: libc::c_int) {
     let errno = errno_location();
     // SAFETY: the thread's own errno slot, valid for the thread's lifetime;
     // saved and restored so the interrupted code sees its own errno.
@@ -197,21 +291,32 @@ fn acquire_slot(sig: Signal, fd: i32) -> Result<usize, Error> {
         t.signals.resize(n + 1, (0, None));
     }
     if t.signals[n].0 == 0 {
-        // SAFETY: `sigaction` with pointers to zero-initialised locals (a
-        // valid `sigaction` value) that outlive the call; the handler is an
-        // `extern "C" fn(c_int)`, as `sa_handler` wants without SA_SIGINFO.
-        let old = unsafe {
-            let mut new: libc::sigaction = std::mem::zeroed();
-            new.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            new.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut new.sa_mask);
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig.0, &new, &mut old) != 0 {
-                return Err(io::Error::last_os_error().into());
+        let cur = current(sig)?;
+        // Ours may still be installed: left under another library's handler
+        // that has gone since, giving ours back. Then nothing changes.
+        if cur.sa_sigaction != our_handler() {
+            // The handler to chain to is known before ours can run.
+            save_prev(sig, &cur);
+            // SAFETY: `sigaction` with pointers to zero-initialised locals (a
+            // valid `sigaction` value) that outlive the call; the handler is
+            // an `extern "C" fn(c_int, *mut siginfo_t, *mut c_void)`, as
+            // `sa_sigaction` wants with SA_SIGINFO.
+            let old = unsafe {
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = our_handler();
+                new.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
+                libc::sigemptyset(&mut new.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig.0, &new, &mut old) != 0 {
+                    return Err(io::Error::last_os_error().into());
+                }
+                old
+            };
+            if old.sa_sigaction != cur.sa_sigaction || old.sa_flags != cur.sa_flags {
+                save_prev(sig, &old); // another thread's sigaction came between
             }
-            old
-        };
-        t.signals[n].1 = Some(old);
+            t.signals[n].1 = Some(old);
+        }
     }
     t.signals[n].0 += 1;
     t.used[slot] = true;
@@ -223,13 +328,16 @@ fn acquire_slot(sig: Signal, fd: i32) -> Result<usize, Error> {
 }
 
 /// Gives a slot back; the last handler of its signal restores the old
-/// disposition. Afterwards no C handler uses the slot's fd: it may be closed.
+/// disposition if ours is still installed, and otherwise leaves the one
+/// installed since (and what ours chains to, for it may chain to ours).
+/// Afterwards no C handler uses the slot's fd: it may be closed.
 fn release_slot(slot: usize, sig: Signal) {
     let mut t = table();
     let n = sig.0 as usize;
     if let Some(entry) = t.signals.get_mut(n) {
         entry.0 -= 1;
-        if entry.0 == 0 {
+        let ours = current(sig).is_ok_and(|cur| cur.sa_sigaction == our_handler());
+        if entry.0 == 0 && ours {
             if let Some(old) = entry.1.take() {
                 // SAFETY: restores the disposition saved by `acquire_slot`,
                 // a value `sigaction` itself filled in.
@@ -354,7 +462,8 @@ impl SignalHandler {
     /// Removes the handler; returns whether it was still there. When it was
     /// the last handler of its signal in the process, the disposition the
     /// process had before the first one was added is restored (a default,
-    /// an ignore, or another library's handler).
+    /// an ignore, or another library's handler) if ours is still the one
+    /// installed; a handler another library installed since stays.
     pub fn remove(&self) -> bool {
         let Some(src) = self.src.upgrade() else {
             return false;
@@ -400,7 +509,10 @@ impl Loop {
     /// called. A burst of the same signal before the loop gets to it is one
     /// call (as wake-ups coalesce): count events, not calls. The process's
     /// previous disposition is saved when the first handler of `sig` is added
-    /// and restored when the last one is removed (or its loop closes).
+    /// and restored when the last one is removed (or its loop closes), unless
+    /// another library installed its own since; a previous handler that is a
+    /// function is called too, each time the signal arrives (see the
+    /// [module docs](crate::signal)).
     ///
     /// A handler panic goes to the exception handler; the handler stays.
     ///

@@ -273,11 +273,14 @@ fn http_slowloris_is_cut_off_by_the_head_timeout() {
     let addr = http_server(timeout);
     let mut s = connect(addr);
     let mut w = s.try_clone().unwrap();
-    // One byte every 100 ms of a head that never ends, for at most 10 s.
+    // One byte every 100 ms of a head that never ends, for at most 23 s: a
+    // timeout each byte restarted would last that long, so the 10 s bound
+    // below tells it from the 300 ms one (a bound of 2.3 s, as before, a
+    // loaded machine could miss).
     let writer = std::thread::spawn(move || {
         let head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: "
             .iter()
-            .chain([b'a'; 100].iter());
+            .chain([b'a'; 200].iter());
         for b in head {
             if w.write_all(&[*b]).is_err() {
                 return;
@@ -293,18 +296,16 @@ fn http_slowloris_is_cut_off_by_the_head_timeout() {
         back.starts_with("HTTP/1.1 408 Request Timeout\r\n"),
         "{back:?}"
     );
-    assert!(
-        took < timeout + Duration::from_secs(2),
-        "closed after {took:?}"
-    );
+    assert!(took < Duration::from_secs(10), "closed after {took:?}");
     drop(s);
     writer.join().unwrap();
 
-    // An idle connection is closed silently.
+    // An idle connection is closed silently, by the head timeout (a server
+    // that never closed it would fail `exchange`'s own 10 s read timeout).
     let t0 = Instant::now();
     let back = exchange(addr, &[]);
     assert_eq!(back, "");
-    assert!(t0.elapsed() < timeout + Duration::from_secs(2));
+    assert!(t0.elapsed() < Duration::from_secs(10));
 }
 
 #[test]
@@ -708,10 +709,13 @@ fn proxy_fill_then_reset_leaves_no_descriptor_behind() {
 }
 
 /// One member floods a room of 200 with 40 KB of short lines; a newcomer is
-/// still welcomed within 200 ms (frames per turn are bounded and writes to
-/// each member coalesced, so the flood is spread over turns).
+/// still welcomed without waiting for the flood (frames per turn are bounded
+/// and writes to each member coalesced, so the flood is spread over turns).
+/// It takes about 25 ms; the bound is 10 s, which scheduling on a loaded
+/// machine cannot reach (200 ms could be), and still fails the behaviour
+/// the bound was written against: 4.6 s per 4 KB of flood, 46 s for this one.
 #[test]
-fn chat_welcomes_a_newcomer_within_200ms_during_a_broadcast_flood() {
+fn chat_welcomes_a_newcomer_during_a_broadcast_flood() {
     let addr = serve(|ev| chat::start(ev, any()).unwrap());
     let mut members: Vec<ChatClient> = (0..200)
         .map(|i| {
@@ -725,14 +729,16 @@ fn chat_welcomes_a_newcomer_within_200ms_during_a_broadcast_flood() {
     flooder.0.write_all(flood.as_bytes()).unwrap();
     let t0 = Instant::now();
     let mut newcomer = connect(addr);
-    newcomer.set_read_timeout(Some(T)).unwrap();
+    newcomer
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
     let mut line = String::new();
     BufReader::new(&mut newcomer).read_line(&mut line).unwrap();
     let waited = t0.elapsed();
     println!("newcomer welcomed after {waited:?} during the flood");
     assert_eq!(line, "Welcome! Your nickname?\n");
     assert!(
-        waited < Duration::from_millis(200),
+        waited < Duration::from_secs(10),
         "welcomed after {waited:?}"
     );
     drop(members);
@@ -760,16 +766,24 @@ fn echo_rss_after_a_burst_then_idle_of_1000_connections() {
         writer.join().unwrap();
         conns.push(s);
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let after = rss_kib(pid);
-    println!("server RSS {before} KiB -> {after} KiB with 1000 idle connections");
     let slack_mib: u64 = std::env::var("SOAK_RSS_SLACK_MIB")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(16);
     // 16 KiB per connection would be 16 MiB; before, each kept up to 256 KiB.
+    let bound = (slack_mib << 10) + 16 * 1000;
+    // Once the server has got round to its quiet connections: looked at
+    // every 100 ms for up to 10 s (a single look after 300 ms could come
+    // before a loaded server had), the same bound.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut after = rss_kib(pid);
+    while after.saturating_sub(before) >= bound && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        after = rss_kib(pid);
+    }
+    println!("server RSS {before} KiB -> {after} KiB with 1000 idle connections");
     assert!(
-        after.saturating_sub(before) < (slack_mib << 10) + 16 * 1000,
+        after.saturating_sub(before) < bound,
         "RSS {before} -> {after} KiB"
     );
     drop(conns);
@@ -865,7 +879,11 @@ fn proxy_gives_up_on_a_target_that_never_answers() {
     let before = fd_count(pid);
     // The client goes while the connect is pending: both go at once.
     let leaving = connect(addr);
-    std::thread::sleep(Duration::from_millis(100));
+    // Waited for (up to 10 s), not guessed with a 100 ms sleep.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fd_count(pid) < before + 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(fd_count(pid), before + 2, "client and pending connect");
     util::net::reset(leaving);
     let deadline = Instant::now() + Duration::from_secs(2);

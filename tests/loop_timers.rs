@@ -97,6 +97,6 @@ fn a_timer_armed_during_a_turn_waits_for_the_next_turn() -> Result<(), Error> {
     assert_eq!(*log.borrow(), ["a"]);
     ev.run_once()?;
     assert_eq!(*log.borrow(), ["a", "b"]);
-    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert!(t0.elapsed() < Duration::from_secs(10));
     Ok(())
 }

@@ -1,6 +1,9 @@
 //! Accept under file-descriptor exhaustion: the listener reports EMFILE, stops
 //! accepting for the retry delay (no busy loop), and accepts again after.
-//! Alone in its binary: it lowers the process's RLIMIT_NOFILE.
+//! Alone in its binary: it lowers the process's RLIMIT_NOFILE. The retry
+//! delay runs on the manual clock, so no stall of a loaded machine can end
+//! it early or late; only "no busy loop" is counted in real time, as a
+//! number of turns that load can only lower.
 
 mod util;
 
@@ -27,14 +30,31 @@ fn set_soft_fd_limit(n: libc::rlim_t) -> libc::rlim_t {
     }
 }
 
-fn run_for(ev: &EventLoop, d: Duration) {
-    ev.call_later(d, |lp| lp.stop()).unwrap();
-    ev.run().unwrap();
+/// Turns the loop for at least `d` of real time; returns how many turns.
+fn turns_for(ev: &EventLoop, d: Duration) -> u64 {
+    let before = ev.turn_count();
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        ev.run_once_timeout(d).unwrap();
+    }
+    ev.turn_count() - before
+}
+
+/// Turns the loop (never sleeping) until `done`, at most 1,000 turns.
+fn turn_until(ev: &EventLoop, done: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if done() {
+            return;
+        }
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+    }
+    assert!(done(), "not within 1,000 turns");
 }
 
 #[test]
 fn emfile_backs_off_without_spinning_and_accept_resumes() {
-    let ev = EventLoop::new().unwrap();
+    let clock = deferloop::ManualClock::new();
+    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
     let errors = Rc::new(RefCell::new(Vec::new()));
     let e2 = errors.clone();
     ev.set_exception_handler(
@@ -75,9 +95,10 @@ fn emfile_backs_off_without_spinning_and_accept_resumes() {
         }
     }
 
-    let turns_before = ev.turn_count();
-    run_for(&ev, Duration::from_millis(150));
-    let turns = ev.turn_count() - turns_before;
+    // The first turn finds the waiting connection and runs out; then 150 ms
+    // of real time pass with the listener backing off.
+    turn_until(&ev, || !errors.borrow().is_empty());
+    let turns = turns_for(&ev, Duration::from_millis(150));
     assert!(l.is_backing_off(), "accepting is suspended");
     assert!(made.borrow().is_empty());
     assert_eq!(errors.borrow().len(), 1, "{:?}", errors.borrow());
@@ -88,11 +109,20 @@ fn emfile_backs_off_without_spinning_and_accept_resumes() {
     );
     assert!(turns < 10, "no busy loop while backing off: {turns} turns");
 
-    // Descriptors come back; after the delay the waiting connection is accepted.
+    // Descriptors come back; not before the delay, but once it has passed,
+    // the waiting connection is accepted.
     drop(hog);
-    let t0 = Instant::now();
-    util::run_until(&ev, Duration::from_secs(10), || made.borrow().len() == 1);
-    assert!(t0.elapsed() + Duration::from_millis(150) >= delay - Duration::from_millis(20));
+    clock.advance(delay - Duration::from_millis(1));
+    for _ in 0..10 {
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+    }
+    assert!(
+        l.is_backing_off(),
+        "still backing off 1 ms before the delay"
+    );
+    assert!(made.borrow().is_empty());
+    clock.advance(Duration::from_millis(1));
+    turn_until(&ev, || made.borrow().len() == 1);
     assert!(!l.is_backing_off());
     assert_eq!(l.accepted(), 1);
     assert_eq!(made.borrow()[0].borrow().events, [util::net::Ev::Made]);

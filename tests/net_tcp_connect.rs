@@ -84,7 +84,7 @@ fn a_connect_that_hangs_fails_with_timed_out_after_add_timeout() {
     let waited = t0.elapsed();
     assert!(f.check::<TimedOut>(), "{f}");
     assert!(waited >= Duration::from_millis(200), "{waited:?}");
-    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
     assert!(seen.borrow().events.is_empty());
     assert_eq!(ev.io_source_count(), 0, "the abandoned socket is closed");
 }

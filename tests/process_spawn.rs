@@ -46,10 +46,28 @@ fn output_arrives_then_process_exited_once() {
 fn a_child_that_closes_stdout_but_keeps_running() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
+    // It closes stdout, then waits for a line on its stdin that only this
+    // test sends, once stdout's end was heard: heard while the child still
+    // runs, however slow the machine (a 300 ms sleep and a 250 ms bound could
+    // be missed).
     let p = ev
-        .run_until(ev.spawn_process(&mut sh("exec 1>&-; sleep 0.3; echo late >&2"), rec))
+        .run_until(ev.spawn_process(&mut sh("exec 1>&-; read go; echo late >&2"), rec))
         .unwrap();
-    let started = Instant::now();
+    let stdout_closed = |log: &[Event]| {
+        log.iter()
+            .any(|e| matches!(e, Event::Closed(ChildPipe::Stdout, ..)))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stdout_closed(&log.borrow()) {
+        assert!(Instant::now() < deadline, "stdout's end never heard");
+        ev.call_later(Duration::from_millis(10), |_| {}).unwrap();
+        ev.run_once().unwrap();
+    }
+    assert!(
+        !log.borrow().iter().any(|e| matches!(e, Event::Exited(_))),
+        "stdout's end is heard while the child still runs"
+    );
+    p.write(b"go\n");
     let status = ev.run_until(p.wait()).unwrap();
     assert!(status.success());
     let log = log.borrow();
@@ -62,15 +80,28 @@ fn a_child_that_closes_stdout_but_keeps_running() {
         .position(|e| matches!(e, Event::Exited(_)))
         .unwrap();
     assert!(closed < exited);
-    match &log[closed] {
-        Event::Closed(_, Some(at), _) => assert!(
-            at.duration_since(started) < Duration::from_millis(250),
-            "stdout's end is heard while the child still runs"
-        ),
-        e => panic!("{e:?}"),
-    }
     assert_eq!(util::stderr(&log), b"late\n");
     assert_reaped(p.pid());
+}
+
+/// Waits (at most 10 s) until child `pid` has exited, leaving it unreaped.
+fn exited_unreaped(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // SAFETY: waitid with WNOWAIT and WNOHANG only looks (the child stays
+        // a zombie for the loop to reap), into a zeroed local siginfo_t.
+        let exited = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            assert_eq!(libc::waitid(libc::P_PID, pid, &mut info, flags), 0);
+            info.si_pid() != 0
+        };
+        if exited {
+            return;
+        }
+        assert!(Instant::now() < deadline, "child {pid} did not exit");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 #[test]
@@ -78,9 +109,11 @@ fn a_child_that_exits_with_output_still_unread_loses_none() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
     let d = ev.spawn_process(&mut sh("head -c 50000 /dev/zero; exit 0"), rec);
-    // The child writes and exits before the loop reads a byte.
-    std::thread::sleep(Duration::from_millis(300));
+    // The spawn's Deferred has fired already: no turn runs here.
     let p = ev.run_until(d).unwrap();
+    // The child writes and exits before the loop reads a byte: waited for,
+    // not guessed with a sleep.
+    exited_unreaped(p.pid());
     ev.run_until(p.wait()).unwrap();
     assert_eq!(util::stdout(&log.borrow()).len(), 50_000);
     assert_reaped(p.pid());

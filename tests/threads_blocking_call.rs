@@ -76,7 +76,9 @@ fn failures_and_timeouts_come_back_as_errors() -> Result<(), Error> {
         other => panic!("expected Failed, got {other:?}"),
     }
     assert!(matches!(timed_out, Err(Error::TimedOut)));
-    assert!(waited >= Duration::from_millis(50) && waited < Duration::from_secs(2));
+    // The Deferred would stay pending 60 s: 10 s tells the 50 ms wait from
+    // that, whatever the load.
+    assert!(waited >= Duration::from_millis(50) && waited < Duration::from_secs(10));
     assert_eq!(ok.unwrap(), 9);
     Ok(())
 }

@@ -86,6 +86,8 @@ fn cancelling_a_running_job_drops_its_late_result() -> Result<(), Error> {
     ev.set_exception_handler(move |_, _| r.set(r.get() + 1));
     let r = reports.clone();
     let previous = set_unhandled_failure_hook(Some(Box::new(move |_| r.set(r.get() + 1))));
+    // One pool thread: jobs end, and their results come back, in order.
+    ev.set_max_threads(1)?;
     let (started_tx, started_rx) = mpsc::channel::<()>();
     let finished = Arc::new(AtomicBool::new(false));
     let f = finished.clone();
@@ -98,9 +100,9 @@ fn cancelling_a_running_job_drops_its_late_result() -> Result<(), Error> {
     started_rx.recv().unwrap();
     d.cancel();
     assert!(d.result().unwrap().unwrap_err().check::<Cancelled>());
-    // The result arrives later and is ignored; the loop keeps working.
-    ev.call_later(Duration::from_millis(100), |lp| lp.stop())?;
-    ev.run()?;
+    // The result arrives later and is ignored; the loop keeps working. A
+    // job queued behind it answers after it (waited for, not a 100 ms guess).
+    ev.run_until(ev.defer_to_thread(|| ())).unwrap();
     set_unhandled_failure_hook(previous);
     assert!(finished.load(Ordering::SeqCst), "the job ran to its end");
     assert_eq!(reports.get(), 0, "the late result was reported");
@@ -117,13 +119,14 @@ fn defer_to_thread_on_a_closed_loop_fails() -> Result<(), Error> {
     Ok(())
 }
 
-fn start_slow_job(ev: &EventLoop) -> Arc<AtomicBool> {
+/// Starts a job that runs `hold`, then says it finished.
+fn start_slow_job(ev: &EventLoop, hold: impl FnOnce() + Send + 'static) -> Arc<AtomicBool> {
     let finished = Arc::new(AtomicBool::new(false));
     let (started_tx, started_rx) = mpsc::channel::<()>();
     let f = finished.clone();
     let _d = ev.defer_to_thread(move || {
         started_tx.send(()).unwrap();
-        thread::sleep(Duration::from_millis(150));
+        hold();
         f.store(true, Ordering::SeqCst);
     });
     started_rx.recv().unwrap();
@@ -134,21 +137,27 @@ fn start_slow_job(ev: &EventLoop) -> Arc<AtomicBool> {
 #[test]
 fn closing_the_loop_waits_for_running_jobs_unless_told_not_to() -> Result<(), Error> {
     let ev = EventLoop::new()?;
-    let finished = start_slow_job(&ev);
+    let finished = start_slow_job(&ev, || thread::sleep(Duration::from_millis(150)));
     ev.close()?;
     assert!(
         finished.load(Ordering::SeqCst),
         "close returned before the running job ended"
     );
 
+    // This job ends only when the test lets it (or after 60 s), so a close
+    // slowed by load cannot see it end.
     let ev = EventLoop::new()?;
     ev.set_thread_pool_wait_on_close(false);
-    let finished = start_slow_job(&ev);
+    let (release, held) = mpsc::channel::<()>();
+    let finished = start_slow_job(&ev, move || {
+        let _ = held.recv_timeout(Duration::from_secs(60));
+    });
     ev.close()?;
     assert!(
         !finished.load(Ordering::SeqCst),
         "close waited although told not to"
     );
+    drop(release);
     Ok(())
 }
 
@@ -164,16 +173,18 @@ fn closing_the_loop_waits_for_a_stuck_job_no_longer_than_the_close_timeout() -> 
     let (started_tx, started) = mpsc::channel::<()>();
     let _d = ev.defer_to_thread(move || {
         started_tx.send(()).unwrap();
-        // Released by the test once close has returned, or after 10 s.
-        let _ = stuck.recv_timeout(Duration::from_secs(10));
+        // Released by the test once close has returned, or after 60 s.
+        let _ = stuck.recv_timeout(Duration::from_secs(60));
     });
     started.recv().unwrap();
     let t0 = Instant::now();
     ev.close()?;
     let took = t0.elapsed();
     let _ = release.send(());
+    // The job would hold close 60 s: 10 s tells the 200 ms timeout from
+    // that, whatever the load.
     assert!(
-        took >= Duration::from_millis(200) && took < Duration::from_secs(5),
+        took >= Duration::from_millis(200) && took < Duration::from_secs(10),
         "close took {took:?}"
     );
     assert_eq!(logs.mine_containing("still running").len(), 1);
@@ -194,7 +205,8 @@ impl Drop for PanicsOnDrop {
 #[test]
 fn a_job_whose_result_panics_when_dropped_does_not_hold_close() -> Result<(), Error> {
     let ev = EventLoop::new()?;
-    ev.set_thread_pool_close_timeout(Duration::from_secs(5));
+    // A close timeout of 60 s: 10 s tells "when the job ends" from it.
+    ev.set_thread_pool_close_timeout(Duration::from_secs(60));
     let (started_tx, started) = mpsc::channel::<()>();
     let _d = ev.defer_to_thread(move || {
         started_tx.send(()).unwrap();
@@ -205,6 +217,6 @@ fn a_job_whose_result_panics_when_dropped_does_not_hold_close() -> Result<(), Er
     let t0 = Instant::now();
     ev.close()?;
     let took = t0.elapsed();
-    assert!(took < Duration::from_secs(3), "close took {took:?}");
+    assert!(took < Duration::from_secs(10), "close took {took:?}");
     Ok(())
 }

@@ -13,9 +13,17 @@ fn the_watchdog_logs_a_blocked_callback_while_it_sleeps() -> Result<(), Error> {
     ev.enable_watchdog(Duration::from_millis(100))?;
     let woke = std::rc::Rc::new(std::cell::Cell::new(None));
     let w = woke.clone();
-    let line = line!() + 1;
+    let line = line!() + 2;
+    let needle = format!("tests/threads_watchdog.rs:{line}");
     ev.call_soon(move |lp| {
+        // Blocked at least 300 ms, and until the report is in (at most
+        // 10 s): a watchdog thread slow to run on a loaded machine cannot
+        // make the report come after the callback.
+        let t0 = Instant::now();
         std::thread::sleep(Duration::from_millis(300));
+        while logs.containing(&needle).is_empty() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         w.set(Some(Instant::now()));
         lp.stop();
     })?;

@@ -1,4 +1,4 @@
-//! The request/response workload (issue 15): the client sends `GET <key>\n`
+//! The request/response workload: the client sends `GET <key>\n`
 //! and the server answers a line of [`REPLY`] bytes computed from the key.
 //! Two servers, the same `answer` for both, so that what differs is how the
 //! lines are read: the raw `Protocol` that splits `data_received` into lines

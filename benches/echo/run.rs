@@ -791,7 +791,7 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
         Some(r) => paired_target(&what, r, Better::Higher, 1.0),
         None => not_measured(&what),
     }
-    // Issue 13's no-regression bound, then issue 19's goal.
+    // The no-regression bound (since 651641d), then the tighter goal (since bab4175).
     for limit in [1.10, 1.05] {
         let what = format!(
             "echo {}: server CPU per request at most {limit:.2}× the hand-written mio server's",
@@ -814,7 +814,7 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
         }
         None => not_measured(&what),
     }
-    // Issue 15: the convenience of Deferred reads, beside the raw protocol
+    // The convenience of Deferred reads, beside the raw protocol
     // (the callbacks server: `data_received` writes the slice back).
     let what = format!(
         "echo {}: Deferred reads server CPU per request at most 1.15× the raw protocol server's",

@@ -1,4 +1,4 @@
-//! Many idle connections (issue 19): as many loopback connections as the fd
+//! Many idle connections: as many loopback connections as the fd
 //! limit allows, each with an idle timeout that every read pushes back;
 //! deferloop beside tokio, each server in its own process.
 //!

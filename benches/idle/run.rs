@@ -62,7 +62,7 @@ pub fn raise_fd_limit() -> u64 {
     lim.rlim_cur
 }
 
-/// The connection count from the fd limit `limit`: the issue's sizing, as if
+/// The connection count from the fd limit `limit`, sized as if
 /// one process held both ends of every pair (20,000 fds: about 9,000 pairs),
 /// less [`FD_HEADROOM`]; each of our processes holds one end.
 fn pairs_for(limit: u64) -> usize {
@@ -421,8 +421,8 @@ fn print_method(n: usize, limit: u64, rounds: usize, cpu: Option<usize>) {
     println!("\n### How the idle-connections comparison runs\n");
     println!(
         "Both processes raise their open-file limit to the hard limit ({limit}); the connection \
-         count is sized from it as the issue does, as if one process held both ends of every \
-         pair: ({limit} − {FD_HEADROOM}) / 2 = {n} connections. Each sample starts a fresh server \
+         count is sized from it as if one process held both ends of every pair: \
+         ({limit} − {FD_HEADROOM}) / 2 = {n} connections. Each sample starts a fresh server \
          process (this bench binary, `idle server NAME`, benches/idle/servers.rs), single-threaded, \
          pinned to CPU {}; the client is this process on the other CPU. It connects {n} times, one \
          blocking connect after the other, and polls the server (through a pipe, every 0.5 ms) for \

@@ -751,7 +751,11 @@ fn server_thread(ready: mpsc::Sender<Listening>, unix: Option<PathBuf>) -> Serve
             }
         }
     });
-    ready.send((addr, unix, ev.remote())).unwrap();
+    // The remote is handed out from the first turn: a blocking call made
+    // before the loop runs fails with `NotRunning` (the callers start at once).
+    let remote = ev.remote();
+    ev.call_soon(move |_| ready.send((addr, unix, remote)).unwrap())
+        .expect("server loop open");
     ev.run().expect("server run");
     let mut stats = srv.stats.borrow().clone();
     let listeners = std::mem::take(&mut *srv.listeners.borrow_mut());

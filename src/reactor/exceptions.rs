@@ -1,6 +1,7 @@
 //! What the loop does with errors it cannot hand to anyone: the exception
 //! handler (asyncio's `set_exception_handler`), `ExceptionContext`, and the
-//! default handler, which logs. Tests: tests/loop_panics.rs.
+//! default handler, which logs. Tests: tests/loop_panics.rs,
+//! tests/loop_default_handler_contained.rs, tests/loop_handler_panics_contained.rs.
 
 use super::Loop;
 use crate::Failure;
@@ -14,7 +15,9 @@ impl Loop {
     /// one before; [`reset_exception_handler`](Self::reset_exception_handler)
     /// restores the default, which logs them with `log::error!`.
     ///
-    /// A panic inside the handler is caught and logged; the loop goes on.
+    /// A panic inside the handler is caught and logged (on stderr if the
+    /// logger panics too), then the default handler reports the error; the
+    /// loop goes on.
     ///
     /// # Examples
     /// ```
@@ -63,10 +66,21 @@ impl Loop {
         drop(slot);
         if let Err(payload) = r {
             let msg = crate::deferred::failure::panic_message(&*payload);
-            log::error!(
-                "deferloop: the exception handler panicked ({msg}) while handling: {}",
-                ctx.message
-            );
+            // The report is contained too: a logger that panics here would
+            // otherwise take the panic out of `run()`.
+            let reported = panic::catch_unwind(AssertUnwindSafe(|| {
+                log::error!(
+                    "deferloop: the exception handler panicked ({msg}) while handling: {}",
+                    ctx.message
+                )
+            }));
+            if reported.is_err() {
+                eprintln!(
+                    "deferloop: the exception handler panicked ({msg}), and the logger \
+                     while reporting it, while handling: {}",
+                    ctx.message
+                );
+            }
             contained_default_handler(ctx);
         }
     }
