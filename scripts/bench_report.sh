@@ -83,6 +83,8 @@ ECHO_PY_ROUNDS=0 run_baseline --bench echo -- --no-python "baseline: Rust conten
 echo "bench_report: TCP echo" >&2
 "${prio[@]}" cargo bench --features tls --bench echo -- "${python[@]}" --chart benchmarks.svg \
   >"$work/echo.md" 2> >(grep -v -E '^ *(Finished|Running)' >&2)
+echo "bench_report: loop steps in instructions (callgrind)" >&2
+scripts/loop_instructions.sh >"$work/steps.md"
 echo "bench_report: many idle connections" >&2
 "${prio[@]}" cargo bench --bench idle \
   >"$work/idle.md" 2> >(grep -v -E '^ *(Finished|Running)' >&2)
@@ -110,7 +112,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "## Targets"
   echo
-  grep -h '^- Target:' "$work/echo.md" "$work/loop.md" "$work/deferred.md" || true
+  grep -h '^- Target:' "$work/echo.md" "$work/loop.md" "$work/deferred.md" "$work/steps.md" || true
   grep -h '^- Beside tokio' "$work/idle.md" | sed 's/^- /- Many idle connections, not a target: /' || true
   echo
   cat scripts/bench_notes.md
@@ -136,5 +138,9 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "## cargo bench --bench deferred"
   cat "$work/deferred.md"
+  echo
+  echo "## Loop steps in instructions: scripts/loop_instructions.sh"
+  echo
+  cat "$work/steps.md"
 } >BENCHMARKS.md
 echo "bench_report: wrote BENCHMARKS.md and benchmarks.svg in $((end - start)) s" >&2
