@@ -41,7 +41,10 @@ fn with_tokio(n: u64) -> u64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     match args.as_slice() {
         [which, n] => {
             let n: u64 = n.parse().expect("a number of steps");
