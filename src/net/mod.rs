@@ -61,52 +61,35 @@
 //! # Ok::<(), deferloop::Error>(())
 //! ```
 
-mod adopt;
-mod buffer;
-mod conn;
-mod connection;
+mod blocks;
 mod core;
-mod deadlines;
-mod dispatch;
-mod drain;
-mod eyeballs;
 pub mod framing;
-mod io;
-mod listener;
-pub mod memory;
-pub(crate) mod pipe;
-mod producer;
+mod open;
 mod protocol;
-mod relay;
-mod resolve;
-mod stream;
-mod stream_state;
-mod tcp;
 #[cfg(feature = "tls")]
 pub mod tls;
-mod transport;
 mod udp;
-mod udp_transport;
-mod unix;
 
-pub use adopt::bind_reuseport;
-pub use buffer::{DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
-pub use conn::{
+pub use self::core::buffer::{DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
+pub use self::core::conn::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_LINGER, DEFAULT_WRITE_BUFFER_CAP, DEFAULT_WRITE_TIMEOUT,
     READ_BUDGET,
 };
-pub use connection::{Connection, ProtocolFactory, ProtocolRef};
-pub use eyeballs::{ConnectOptions, HAPPY_EYEBALLS_DELAY};
-pub use listener::{Listener, ACCEPT_BATCH, ACCEPT_RETRY_DELAY, DEFAULT_BACKLOG};
-pub use producer::Producer;
+pub use self::core::connection::{Connection, ProtocolFactory, ProtocolRef};
+pub(crate) use self::core::transport::gone_write;
+pub use self::core::transport::Transport;
+pub use blocks::producer::Producer;
+pub use blocks::relay::{pipe, relay};
+pub use blocks::stream::{IncompleteRead, LineTooLong, Stream, StreamProtocol, DEFAULT_READ_LIMIT};
+pub use open::adopt::bind_reuseport;
+pub use open::eyeballs::{ConnectOptions, HAPPY_EYEBALLS_DELAY};
+pub use open::listener::{Listener, ACCEPT_BATCH, ACCEPT_RETRY_DELAY, DEFAULT_BACKLOG};
+pub use open::memory;
+pub(crate) use open::pipe;
+pub use open::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT, DEFAULT_RESOLVER_THREADS};
 pub use protocol::{DatagramProtocol, Protocol};
-pub use relay::{pipe, relay};
-pub use resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT, DEFAULT_RESOLVER_THREADS};
-pub use stream::{IncompleteRead, LineTooLong, Stream, StreamProtocol, DEFAULT_READ_LIMIT};
-pub(crate) use transport::gone_write;
-pub use transport::Transport;
-pub use udp::DATAGRAMS_PER_DISPATCH;
-pub use udp_transport::DatagramTransport;
+pub use udp::socket::DATAGRAMS_PER_DISPATCH;
+pub use udp::transport::DatagramTransport;
 
 use std::fmt;
 use std::net::SocketAddr;

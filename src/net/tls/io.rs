@@ -7,7 +7,7 @@
 
 use super::records::RecordCounter;
 use super::TlsError;
-use crate::net::io::StreamIo;
+use crate::net::core::io::StreamIo;
 use crate::net::SockAddr;
 use crate::net::READ_BUDGET;
 use crate::Handle;
@@ -249,7 +249,7 @@ impl TlsIo {
 }
 
 /// The socket as rustls writes records to it: several records in one
-/// vectored write (`sendmsg` on a socket, net/io.rs).
+/// vectored write (`sendmsg` on a socket, net/core/io.rs).
 struct Sink<'a>(&'a mut dyn StreamIo);
 
 impl Write for Sink<'_> {

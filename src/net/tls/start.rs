@@ -5,10 +5,10 @@
 use super::config::{ClientConfig, ServerConfig};
 use super::io::{DeadlineSlot, TlsIo};
 use super::TlsError;
-use crate::net::conn::{connect, Conn, State};
-use crate::net::connection::{Connection, ProtocolFactory};
+use crate::net::core::conn::{connect, Conn, State};
+use crate::net::core::connection::{Connection, ProtocolFactory};
+use crate::net::core::io::{StreamIo, Tcp};
 use crate::net::core::Phase;
-use crate::net::io::{StreamIo, Tcp};
 use crate::net::{Listener, Protocol, SockAddr, Transport};
 use crate::reactor::Ready;
 use crate::{Error, Failure, Handle, Loop};

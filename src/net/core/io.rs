@@ -1,9 +1,10 @@
 //! The socket-specific part of a stream connection: the [`StreamIo`] trait and
 //! its two kernel implementations, TCP and Unix sockets. Everything else about
 //! a connection (buffering, flow control, the protocol's calls) is written once,
-//! in `conn.rs`; an in-memory connection (`memory.rs`) implements the same trait.
+//! in `conn.rs`; the in-memory transport and a child's pipes (`net/open/`)
+//! implement the same trait.
 
-use super::SockAddr;
+use crate::net::SockAddr;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
 use std::os::unix::io::{AsRawFd, RawFd};
@@ -60,7 +61,7 @@ pub(crate) trait StreamIo: 'static {
         false
     }
     /// Whether the last read stopped on a budget of the layer's own (a TLS
-    /// layer: [`READ_BUDGET`](super::READ_BUDGET) bytes of records that
+    /// layer: [`READ_BUDGET`](crate::net::READ_BUDGET) bytes of records that
     /// carried little plaintext) with the socket maybe still readable: the
     /// core reads again next turn, as when its own budget runs out. Taken
     /// once.

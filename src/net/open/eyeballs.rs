@@ -12,15 +12,15 @@
 //! connection and the others are closed. If all fail, the error names the
 //! host and every address tried, with its error.
 
-use super::conn::Conn;
-use super::core::Phase;
-use super::io::{StreamIo, Tcp};
-use super::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT};
-use super::{
+use crate::deferred::LoopClosed;
+use crate::net::core::conn::Conn;
+use crate::net::core::io::{StreamIo, Tcp};
+use crate::net::core::Phase;
+use crate::net::open::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT};
+use crate::net::{
     Connection, DatagramProtocol, DatagramTransport, Protocol, SockAddr, Transport,
     DEFAULT_CONNECT_TIMEOUT,
 };
-use crate::deferred::LoopClosed;
 use crate::reactor::{PostAction, Ready, Source, SourceKey};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop};
 use std::cell::{Cell, RefCell};

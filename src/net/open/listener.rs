@@ -9,10 +9,10 @@
 //! tries again: no busy loop on a socket that stays readable, and no crash.
 //! Tests: tests/net_tcp_echo.rs, tests/net_accept_backoff.rs.
 
-use super::conn::Conn;
-use super::drain::Tracker;
-use super::io::{StreamIo, Tcp};
-use super::{Protocol, SockAddr};
+use crate::net::core::conn::Conn;
+use crate::net::core::io::{StreamIo, Tcp};
+use crate::net::open::drain::Tracker;
+use crate::net::{Protocol, SockAddr};
 use crate::reactor::{ExceptionContext, PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{succeed, Deferred, Error, Failure, Handle, Loop};
 use std::cell::RefCell;
@@ -447,7 +447,7 @@ impl Listener {
 
     /// The transports of the accepted connections still open (to close
     /// them, say, when shutting down).
-    pub fn connections(&self) -> Vec<super::Transport> {
+    pub fn connections(&self) -> Vec<crate::net::Transport> {
         self.conns.transports()
     }
 
@@ -457,7 +457,7 @@ impl Listener {
     }
 
     /// Gives every connection accepted from now on an idle timeout (see
-    /// [`Transport::set_idle_timeout`](super::Transport::set_idle_timeout)):
+    /// [`Transport::set_idle_timeout`](crate::net::Transport::set_idle_timeout)):
     /// a peer that sends nothing for `timeout` is disconnected. `None` (the
     /// default) for none.
     pub fn set_idle_timeout(&self, timeout: Option<Duration>) {

@@ -6,8 +6,8 @@
 //! not a timer operation. Tests: tests/net_limits.rs, tests/net_tcp_close.rs,
 //! tests/net_write_timeout.rs, tests/loop_manual_clock.rs.
 
-use super::conn::{Conn, State};
-use super::core::Phase;
+use crate::net::core::conn::{Conn, State};
+use crate::net::core::Phase;
 use crate::reactor::later;
 use crate::{Failure, Loop};
 use std::io;

@@ -2,10 +2,10 @@
 //! control both ways and half-closes passed on. Owns [`pipe`], [`relay`] and
 //! the producer that pauses the source. Tests: tests/net_relay_*.rs.
 
-use super::producer::Producer;
-use super::stream::Stream;
-use super::stream_state::{update_reading, Shared};
-use super::Transport;
+use crate::net::blocks::producer::Producer;
+use crate::net::blocks::stream::Stream;
+use crate::net::blocks::stream_state::{update_reading, Shared};
+use crate::net::Transport;
 use crate::{Deferred, Failure, Resolver};
 use std::cell::RefCell;
 use std::io;

@@ -8,11 +8,11 @@
 //! receive errors go to `error_received` (delivered by the loop, never from
 //! inside `send_to`); they do not close the socket. The phases, the contained
 //! protocol calls and `connection_lost` follow the same rules as streams
-//! (`core.rs`). The handle is `udp_transport.rs`. Tests: tests/net_udp.rs.
+//! (`net/core/mod.rs`). The handle is `transport.rs`. Tests: tests/net_udp.rs.
 
-use super::buffer::Flow;
-use super::core::{self, Phase};
-use super::{DatagramProtocol, DatagramTransport, READ_BUDGET};
+use crate::net::core::buffer::Flow;
+use crate::net::core::{self, Phase};
+use crate::net::{DatagramProtocol, DatagramTransport, READ_BUDGET};
 use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{Error, Failure, Loop};
 use std::cell::{Cell, RefCell};
@@ -100,9 +100,9 @@ impl State {
 pub(crate) const DATAGRAM_OVERHEAD: usize = 64;
 
 /// The send queue's hard cap, as a stream's write buffer's
-/// ([`DEFAULT_WRITE_BUFFER_CAP`](super::DEFAULT_WRITE_BUFFER_CAP)): over it a
+/// ([`DEFAULT_WRITE_BUFFER_CAP`](crate::net::DEFAULT_WRITE_BUFFER_CAP)): over it a
 /// datagram is dropped (UDP may drop; memory may not grow without bound).
-pub(crate) const SEND_QUEUE_CAP: usize = super::DEFAULT_WRITE_BUFFER_CAP;
+pub(crate) const SEND_QUEUE_CAP: usize = crate::net::DEFAULT_WRITE_BUFFER_CAP;
 
 impl State {
     fn wants_dispatch(&self) -> bool {

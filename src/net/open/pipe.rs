@@ -3,9 +3,9 @@
 //! and flow control as a socket, and its stdout/stderr the same reads.
 //! Owns `PipeIo` and `open`. Used by `crate::process`; tests: tests/process_*.rs.
 
-use super::conn::Conn;
-use super::io::StreamIo;
-use super::{Protocol, SockAddr, Transport};
+use crate::net::core::conn::Conn;
+use crate::net::core::io::StreamIo;
+use crate::net::{Protocol, SockAddr, Transport};
 use crate::{Error, Loop};
 use mio::unix::pipe::{Receiver, Sender};
 use std::io::{self, Read, Write};

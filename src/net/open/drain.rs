@@ -7,8 +7,8 @@
 //! asyncio's `Server.wait_closed()` waited for connections with no deadline
 //! and hung for years (cpython #104344); here every wait has one.
 
-use super::conn::Conn;
-use super::{Listener, Transport};
+use crate::net::core::conn::Conn;
+use crate::net::{Listener, Transport};
 use crate::{succeed, Deferred, Failure, Resolver};
 use slab::Slab;
 use std::cell::RefCell;

@@ -2,11 +2,11 @@
 //! flow-control notes, reads, `connection_lost`; and what the loop's close
 //! owes it. The state and the write path are in `conn.rs`.
 
-use super::buffer;
-use super::conn::{Conn, READ_BUDGET};
-use super::core::{self, Phase};
-use super::{Protocol, Transport};
 use crate::deferred::LoopClosed;
+use crate::net::core::buffer;
+use crate::net::core::conn::{Conn, READ_BUDGET};
+use crate::net::core::{self, Phase};
+use crate::net::{Protocol, Transport};
 use crate::reactor::{PostAction, Ready, Source, SourceKey};
 use crate::{Error, Failure, Loop};
 use std::io;
@@ -387,7 +387,7 @@ impl Source for Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::io::StreamIo;
+    use crate::net::core::io::StreamIo;
     use crate::net::SockAddr;
     use crate::reactor::Ready;
     use crate::EventLoop;

@@ -29,9 +29,9 @@
 //! # Ok::<(), deferloop::Error>(())
 //! ```
 
-use super::conn::Conn;
-use super::io::StreamIo;
-use super::{Protocol, SockAddr, Transport};
+use crate::net::core::conn::Conn;
+use crate::net::core::io::StreamIo;
+use crate::net::{Protocol, SockAddr, Transport};
 use crate::reactor::{Ready, SourceKey, WeakLoop};
 use crate::{Error, Loop};
 use std::cell::RefCell;

@@ -1,10 +1,10 @@
 //! [`DatagramTransport`], the handle to a UDP socket, and the `Loop` methods
-//! that open one. The socket itself, as a source, is `udp.rs`.
+//! that open one. The socket itself, as a source, is `socket.rs`.
 //! Tests: tests/net_udp.rs.
 
-use super::core::{handle_identity, Phase};
-use super::udp::{open, send_one, Admit, Dgram, State, SEND_QUEUE_CAP};
-use super::DatagramProtocol;
+use crate::net::core::{handle_identity, Phase};
+use crate::net::udp::socket::{open, send_one, Admit, Dgram, State, SEND_QUEUE_CAP};
+use crate::net::DatagramProtocol;
 use crate::{Error, Failure, Loop};
 use std::fmt;
 use std::io;
@@ -16,7 +16,7 @@ use std::rc::{Rc, Weak};
 /// (`Clone`; equal handles name the same socket). It keeps neither the socket
 /// nor the loop alive.
 ///
-/// As with [`Transport`](super::Transport), methods change state at once and
+/// As with [`Transport`](crate::net::Transport), methods change state at once and
 /// the protocol hears the consequences from the loop; on a closed socket every
 /// method does nothing.
 #[derive(Clone)]
@@ -66,7 +66,7 @@ impl DatagramTransport {
 
     fn send_inner(&self, data: &[u8], to: Option<SocketAddr>) {
         let Some((d, lp)) = self.live() else {
-            return super::gone_write("a UDP socket", data.len());
+            return crate::net::gone_write("a UDP socket", data.len());
         };
         let mut st = d.st.borrow_mut();
         let st = &mut *st;
@@ -151,7 +151,7 @@ impl DatagramTransport {
     }
 
     /// Sets the send queue's water marks; see
-    /// [`Transport::set_write_buffer_limits`](super::Transport::set_write_buffer_limits).
+    /// [`Transport::set_write_buffer_limits`](crate::net::Transport::set_write_buffer_limits).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] unless `high >= low`; [`Error::Gone`] once closed.

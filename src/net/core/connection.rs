@@ -2,8 +2,8 @@
 //! once), [`ProtocolRef`] (a typed way to reach the protocol the loop owns),
 //! and [`ProtocolFactory`] (what a listener builds protocols with).
 
-use super::conn::Conn;
-use super::{Protocol, SockAddr, Transport};
+use crate::net::core::conn::Conn;
+use crate::net::{Protocol, SockAddr, Transport};
 use crate::{Deferred, Error};
 use std::any::Any;
 use std::fmt;
@@ -61,7 +61,7 @@ impl<P: Protocol> Connection<P> {
     }
 
     /// Sets how long the connect may take from now on (default
-    /// [`DEFAULT_CONNECT_TIMEOUT`](super::DEFAULT_CONNECT_TIMEOUT), 30 s);
+    /// [`DEFAULT_CONNECT_TIMEOUT`](crate::net::DEFAULT_CONNECT_TIMEOUT), 30 s);
     /// `None` for no limit but the system's. Past it the attempt is
     /// abandoned, the protocol is never called, and [`connected`](Self::connected)
     /// fails with a `TimedOut` error naming the address.

@@ -1,12 +1,12 @@
-//! A [`Stream`](super::Stream)'s state: its buffer, its queue of reads, how
+//! A [`Stream`](crate::net::Stream)'s state: its buffer, its queue of reads, how
 //! reads complete (at constant stack depth), when reading pauses, and what the
 //! connection's loss does to them. The handle is `stream.rs`.
 
-use super::producer::Producer;
-use super::relay::Tap;
-use super::stream::{IncompleteRead, LineTooLong, DEFAULT_READ_LIMIT};
-use super::Transport;
 use crate::deferred::Spare;
+use crate::net::blocks::producer::Producer;
+use crate::net::blocks::relay::Tap;
+use crate::net::blocks::stream::{IncompleteRead, LineTooLong, DEFAULT_READ_LIMIT};
+use crate::net::Transport;
 use crate::reactor::WeakLoop;
 use crate::{Failure, Resolver};
 use smallvec::SmallVec;

@@ -1,6 +1,25 @@
-//! What every connection shares, stream or datagram: its phase, the one
-//! convention for calling a protocol (contained, reported, the connection
-//! closed with the panic), and the read buffer.
+//! The connection core: one stream connection, whatever carries its bytes.
+//!
+//! Owns a connection's state and its source type (`conn.rs`: `Conn`, the
+//! write path, connecting), its dispatch (`dispatch.rs`: connect completion,
+//! flush, flow-control notes, reads, `connection_lost`), its deadlines
+//! (`deadlines.rs`), its write buffer and flow control (`buffer.rs`) and the
+//! socket I/O under it (`io.rs`: the [`StreamIo`](io::StreamIo) trait, TCP and
+//! Unix sockets). Exposes the handles users hold: `Transport`
+//! (`transport.rs`), `Connection`, `ProtocolRef`, `ProtocolFactory`
+//! (`connection.rs`).
+//!
+//! This file holds what every connection shares, stream or datagram: its
+//! phase, the one convention for calling a protocol (contained, reported, the
+//! connection closed with the panic), and the read buffer.
+
+pub(super) mod buffer;
+pub(super) mod conn;
+pub(super) mod connection;
+mod deadlines;
+mod dispatch;
+pub(super) mod io;
+pub(super) mod transport;
 
 use crate::reactor::ExceptionContext;
 use crate::{Failure, Loop};
@@ -49,7 +68,7 @@ pub(crate) fn contain(
 
 /// The size of the read buffer every connection on a thread reads into: as
 /// large as a connection's read budget per dispatch
-/// ([`READ_BUDGET`](super::READ_BUDGET)), so a message of up to 256 KiB takes
+/// ([`READ_BUDGET`](crate::net::READ_BUDGET)), so a message of up to 256 KiB takes
 /// one `recv` (asyncio reads 256 KiB too). One per thread, reused.
 pub(crate) const READ_BUFFER_SIZE: usize = 256 * 1024;
 

@@ -14,11 +14,11 @@
 //! with data left, the connection asks for the next turn instead of starving
 //! the others. Tests: tests/net_*.rs.
 
-use super::buffer::WriteBuf;
-use super::core::{self, Phase};
-use super::io::StreamIo;
-use super::{Connection, Protocol, SockAddr, Transport};
 use crate::deferred::LoopClosed;
+use crate::net::core::buffer::WriteBuf;
+use crate::net::core::io::StreamIo;
+use crate::net::core::{self, Phase};
+use crate::net::{Connection, Protocol, SockAddr, Transport};
 use crate::reactor::{Ready, Source, SourceKey, WeakLoop};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
 use smallvec::SmallVec;
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 pub const READ_BUDGET: usize = 256 * 1024;
 
 /// Default hard cap on a connection's write buffer: past it the connection is
-/// aborted with [`WriteBufferFull`](super::WriteBufferFull).
+/// aborted with [`WriteBufferFull`](crate::net::WriteBufferFull).
 pub const DEFAULT_WRITE_BUFFER_CAP: usize = 64 * 1024 * 1024;
 
 /// Writes of at least this many bytes are never held back to be coalesced.
@@ -380,7 +380,7 @@ impl Conn {
             skip = 0;
         }
         if st.wbuf.len() > st.cap {
-            let e = super::WriteBufferFull { cap: st.cap };
+            let e = crate::net::WriteBufferFull { cap: st.cap };
             log::warn!("deferloop: {e}; connection aborted");
             return self.close_now(lp, st, Some(Failure::new(e)));
         }

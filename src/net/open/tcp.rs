@@ -1,12 +1,12 @@
 //! TCP: the `Loop` methods that listen and connect. The connections themselves
-//! are `conn.rs`, the accept loop `listener.rs`.
+//! are `net/core/conn.rs`, the accept loop `listener.rs`.
 //! Tests: tests/net_tcp_*.rs.
 
-use super::conn::connect;
-use super::connection::{Connection, ProtocolFactory};
-use super::io::{StreamIo, Tcp};
-use super::listener::{self, ListenSock, Listener};
-use super::{Protocol, SockAddr};
+use crate::net::core::conn::connect;
+use crate::net::core::connection::{Connection, ProtocolFactory};
+use crate::net::core::io::{StreamIo, Tcp};
+use crate::net::open::listener::{self, ListenSock, Listener};
+use crate::net::{Protocol, SockAddr};
 use crate::{Error, Loop};
 use std::net::SocketAddr;
 use std::panic::Location;
@@ -56,7 +56,7 @@ impl Loop {
 
     /// Connects to `addr`. Returns at once a [`Connection`]: its transport
     /// can be written to now (the bytes are sent once the connection is up),
-    /// its [`ProtocolRef`](super::ProtocolRef) reaches `protocol`, and its
+    /// its [`ProtocolRef`](crate::net::ProtocolRef) reaches `protocol`, and its
     /// [`connected`](Connection::connected) Deferred fires with the transport
     /// once the connection is up and `protocol.connection_made` has run, or
     /// fails with the `io::Error` (e.g. `ConnectionRefused`, its message

@@ -1,11 +1,11 @@
 //! Unix stream sockets: the `Loop` methods that listen and connect on a path.
 //! Tests: tests/net_unix.rs.
 
-use super::conn::connect;
-use super::connection::{Connection, ProtocolFactory};
-use super::io::StreamIo;
-use super::listener::{self, ListenSock, Listener, UnlinkOnDrop};
-use super::{Protocol, SockAddr};
+use crate::net::core::conn::connect;
+use crate::net::core::connection::{Connection, ProtocolFactory};
+use crate::net::core::io::StreamIo;
+use crate::net::open::listener::{self, ListenSock, Listener, UnlinkOnDrop};
+use crate::net::{Protocol, SockAddr};
 use crate::{Error, Loop};
 use std::panic::Location;
 use std::path::Path;

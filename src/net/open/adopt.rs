@@ -1,13 +1,13 @@
 //! Sockets made elsewhere, taken over by a loop: a listening socket bound with
 //! `SO_REUSEPORT` (one per loop, the kernel spreading connections over them),
 //! any `std` listener, and a connection accepted on another thread and handed
-//! over (the portable way to spread connections: src/cores.rs).
+//! over (the portable way to spread connections: src/cores/).
 //! Tests: tests/cores.rs, tests/net_adopt.rs.
 
-use super::connection::ProtocolFactory;
-use super::io::{StreamIo, Tcp};
-use super::listener::{self, ListenSock, Listener};
-use super::{conn::Conn, Protocol, SockAddr, Transport};
+use crate::net::core::connection::ProtocolFactory;
+use crate::net::core::io::{StreamIo, Tcp};
+use crate::net::open::listener::{self, ListenSock, Listener};
+use crate::net::{core::conn::Conn, Protocol, SockAddr, Transport};
 use crate::{Error, Loop};
 use std::io;
 use std::mem::{size_of, zeroed};

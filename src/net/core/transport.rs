@@ -2,9 +2,9 @@
 //! hold. It reaches the connection through a `Weak`, so a transport kept in
 //! its own protocol keeps neither the connection nor the loop alive.
 
-use super::conn::{Conn, State};
-use super::core::{handle_identity, Phase};
-use super::{ProtocolRef, SockAddr};
+use crate::net::core::conn::{Conn, State};
+use crate::net::core::{handle_identity, Phase};
+use crate::net::{ProtocolRef, SockAddr};
 use crate::{Error, Failure, Loop};
 use std::fmt;
 use std::io;
@@ -17,7 +17,7 @@ use std::time::Duration;
 ///
 /// Methods change the connection's state at once; the protocol hears about the
 /// consequences (`pause_writing`, `connection_lost`) from the loop, never from
-/// inside the method (see [`Protocol`](super::Protocol)). On a connection that
+/// inside the method (see [`Protocol`](crate::net::Protocol)). On a connection that
 /// is gone, every method does nothing (writes are dropped, see
 /// [`write`](Self::write)) and the queries say "closed".
 ///
@@ -107,7 +107,7 @@ impl Transport {
     /// A typed handle to this connection's protocol, for code that runs
     /// outside the protocol's own methods (a timer, another connection). Its
     /// [`with`](ProtocolRef::with) fails if the protocol is not a `P`.
-    pub fn protocol<P: super::Protocol>(&self) -> ProtocolRef<P> {
+    pub fn protocol<P: crate::net::Protocol>(&self) -> ProtocolRef<P> {
         ProtocolRef::of(self)
     }
 
@@ -138,7 +138,7 @@ impl Transport {
     /// protocol's `pause_writing` follows, and the connection stops being read
     /// until the buffer drains (see [`set_read_while_write_paused`](Self::set_read_while_write_paused)).
     /// A buffer above the hard cap ([`set_write_buffer_cap`](Self::set_write_buffer_cap),
-    /// 64 MiB by default) aborts the connection with [`WriteBufferFull`](super::WriteBufferFull).
+    /// 64 MiB by default) aborts the connection with [`WriteBufferFull`](crate::net::WriteBufferFull).
     ///
     /// Before the connection is up (a `connect_tcp` in progress) writes are
     /// buffered and sent once it is. After [`close`](Self::close),
@@ -338,7 +338,7 @@ impl Transport {
     }
 
     /// Sets the write buffer's high- and low-water marks (asyncio's rules: see
-    /// [`DEFAULT_HIGH_WATER`](super::DEFAULT_HIGH_WATER)); the buffer is
+    /// [`DEFAULT_HIGH_WATER`](crate::net::DEFAULT_HIGH_WATER)); the buffer is
     /// re-checked at once, so lowering `high` below the current size pauses
     /// the protocol.
     ///
@@ -367,16 +367,16 @@ impl Transport {
     }
 
     /// Sets the hard cap on buffered bytes (default
-    /// [`DEFAULT_WRITE_BUFFER_CAP`](super::DEFAULT_WRITE_BUFFER_CAP), 64 MiB):
+    /// [`DEFAULT_WRITE_BUFFER_CAP`](crate::net::DEFAULT_WRITE_BUFFER_CAP), 64 MiB):
     /// a write that takes the buffer past it aborts the connection with
-    /// [`WriteBufferFull`](super::WriteBufferFull), logged.
+    /// [`WriteBufferFull`](crate::net::WriteBufferFull), logged.
     pub fn set_write_buffer_cap(&self, cap: usize) {
         self.with(|s| s.cap = cap);
     }
 
     /// Sets how long a graceful [`close`](Self::close) may wait for the peer
     /// to take what is buffered before it aborts (default
-    /// [`DEFAULT_LINGER`](super::DEFAULT_LINGER), 30 s). Applies to closes
+    /// [`DEFAULT_LINGER`](crate::net::DEFAULT_LINGER), 30 s). Applies to closes
     /// that start after the call.
     pub fn set_linger(&self, linger: Duration) {
         self.with(|s| s.linger = linger);
@@ -395,7 +395,7 @@ impl Transport {
 
     /// Aborts the connection with a `TimedOut` error once output has waited
     /// `timeout` and the peer took none of it (default
-    /// [`DEFAULT_WRITE_TIMEOUT`](super::DEFAULT_WRITE_TIMEOUT), 60 s, as
+    /// [`DEFAULT_WRITE_TIMEOUT`](crate::net::DEFAULT_WRITE_TIMEOUT), 60 s, as
     /// nginx's `send_timeout`; none for a child process's stdin); `None` or
     /// `Duration::MAX` turns it off. The wait starts when the socket refuses
     /// a write, and starts again whenever the peer takes some: at a writable
@@ -437,7 +437,10 @@ impl Transport {
         self.with(|s| s.dropped_writes).unwrap_or(0)
     }
 
-    fn query<R>(&self, f: impl FnOnce(&dyn super::io::StreamIo) -> io::Result<R>) -> io::Result<R> {
+    fn query<R>(
+        &self,
+        f: impl FnOnce(&dyn crate::net::core::io::StreamIo) -> io::Result<R>,
+    ) -> io::Result<R> {
         self.with(|s| s.io.as_deref().map(f))
             .flatten()
             .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))

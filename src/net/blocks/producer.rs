@@ -3,9 +3,9 @@
 //! the generator producer behind [`Stream::produce`].
 //! Tests: tests/net_producer_*.rs.
 
-use super::stream::Stream;
-use super::stream_state::Shared;
-use super::Transport;
+use crate::net::blocks::stream::Stream;
+use crate::net::blocks::stream_state::Shared;
+use crate::net::Transport;
 use crate::{Deferred, Failure, Resolver};
 use std::io;
 

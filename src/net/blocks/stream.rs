@@ -4,10 +4,12 @@
 //! `producer.rs`, pipes and relays in `relay.rs`.
 //! Tests: tests/net_stream_*.rs.
 
-use super::memory::{self, Peer};
-use super::stream_state::{lost, pump, update_reading, Done, Request, Shared, State, Want};
-use super::{Listener, Protocol, Transport};
 use crate::deferred::Cancelled;
+use crate::net::blocks::stream_state::{
+    lost, pump, update_reading, Done, Request, Shared, State, Want,
+};
+use crate::net::open::memory::{self, Peer};
+use crate::net::{Listener, Protocol, Transport};
 use crate::reactor::WeakLoop;
 use crate::{Deferred, Error, Failure, Loop, Resolver};
 use smallvec::SmallVec;
@@ -227,7 +229,7 @@ impl Stream {
         })
     }
 
-    /// Opens an in-memory connection (see [`memory`](super::memory)) and
+    /// Opens an in-memory connection (see [`memory`](crate::net::open::memory)) and
     /// returns its stream and the test's end of it.
     ///
     /// # Errors
@@ -394,10 +396,10 @@ impl Stream {
 }
 
 /// The protocol behind a [`Stream`]: feeds its buffer, completes its reads,
-/// and passes the connection's pauses on to a [`Producer`](super::Producer). Use it where a
+/// and passes the connection's pauses on to a [`Producer`](crate::net::Producer). Use it where a
 /// protocol value is wanted: with [`Loop::listen_tcp`](crate::Loop::listen_tcp),
 /// [`Loop::connect_unix`](crate::Loop::connect_unix) or
-/// [`memory::open`](super::memory::open).
+/// [`memory::open`](crate::net::open::memory::open).
 ///
 /// # Examples
 /// ```
@@ -504,10 +506,10 @@ impl Protocol for StreamProtocol {
     }
 
     fn pause_writing(&mut self, _: &Transport) {
-        super::producer::notify(&self.shared, true);
+        crate::net::blocks::producer::notify(&self.shared, true);
     }
 
     fn resume_writing(&mut self, _: &Transport) {
-        super::producer::notify(&self.shared, false);
+        crate::net::blocks::producer::notify(&self.shared, false);
     }
 }

@@ -1,0 +1,14 @@
+//! The building blocks above a connection: [`Stream`](stream::Stream) (read a
+//! connection with Deferreds), producers (bytes written under a stream's flow
+//! control) and `pipe`/`relay` (one stream's bytes into another).
+//!
+//! Owns the stream's buffer and queue of reads (`stream_state.rs`). Exposes
+//! `Stream`, `StreamProtocol`, `Producer`, `pipe`, `relay` and the errors a
+//! read fails with, re-exported by `net`. Built only on the public
+//! [`Transport`](crate::net::Transport) and [`Protocol`](crate::net::Protocol):
+//! nothing here reaches into the connection core.
+
+pub(super) mod producer;
+pub(super) mod relay;
+pub(super) mod stream;
+mod stream_state;
