@@ -4,8 +4,8 @@
 // need time take a clock. Tests: below, tests/deferred_*.rs,
 // tests/clock_helpers_accept_event_loop.rs.
 
-use crate::reactor::later;
-use crate::reactor::timers::{Cancelled, TimerId, TimerWheel};
+use crate::timers::later;
+use crate::timers::{Cancelled, TimerId, TimerWheel};
 use crate::{Error, EventLoop, Loop};
 use std::cell::RefCell;
 use std::fmt;

@@ -18,7 +18,8 @@
 //! exception handler and does not stop the sequence.
 
 use crate::net::Listener;
-use crate::reactor::{later, WeakLoop};
+use crate::reactor::WeakLoop;
+use crate::timers::later;
 use crate::{
     succeed, Deferred, DeferredList, Error, ExceptionContext, Failure, Loop, Resolver, Signal,
     SignalHandler,

@@ -1,6 +1,6 @@
 //! Model tests of the timer wheel against a sorted list.
 //!
-//! `TimerWheel` (src/reactor/timers/) is compiled in here as a module, so the
+//! `TimerWheel` (src/timers/) is compiled in here as a module, so the
 //! very code the loop runs is driven by random sequences of insert (near, far
 //! enough to sit several levels up, in batches with equal deadlines), cancel
 //! (pending or reserved), pop-due (freeing or reserving the node), release,
@@ -20,7 +20,7 @@
 mod util;
 
 #[allow(dead_code)]
-#[path = "../src/reactor/timers/mod.rs"]
+#[path = "../src/timers/mod.rs"]
 mod timers;
 
 use deferloop::{Clock, ManualClock, ManualTimer, Timer};

@@ -4,7 +4,8 @@
 
 use super::{Factory, Hook, Peers, Spec, Spread};
 use crate::net::{Listener, SockAddr, Transport};
-use crate::reactor::{later, ExceptionContext};
+use crate::reactor::ExceptionContext;
+use crate::timers::later;
 use crate::{Error, Failure, Loop};
 use std::cell::RefCell;
 use std::io;

@@ -1,10 +1,10 @@
 //! `Handle`: one call scheduled with `call_soon`, `call_later` or `call_at`,
 //! and its state. Tests: tests/loop_callbacks.rs, tests/loop_timers.rs.
 
-use super::timers::{self, TimerId};
 use super::Inner;
 use crate::clock::Timer;
 use crate::reactor::ready::Job;
+use crate::timers::{self, TimerId};
 use std::cell::Cell;
 use std::fmt;
 use std::rc::Weak;

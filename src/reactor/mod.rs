@@ -15,12 +15,12 @@ mod remote;
 mod run;
 pub(crate) mod source;
 mod threads;
-pub(crate) mod timers;
 mod turn;
 
 use crate::clock::{Clock, ManualClock};
 use crate::context::Context;
 use crate::deferred::failure::Failure;
+use crate::timers::{self, TimerWheel};
 use crate::Error;
 use exceptions::ExceptionHandler;
 use handle::HandleId;
@@ -35,7 +35,6 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timers::TimerWheel;
 
 pub use monitor::{CurrentCallback, IoInfo, Monitor, Snapshot, TimerInfo};
 
@@ -44,7 +43,6 @@ pub use handle::{Handle, HandleState};
 pub use remote::Remote;
 pub(crate) use source::{PostAction, Ready, Source, SourceKey};
 pub use threads::DEFAULT_POOL_CLOSE_TIMEOUT;
-pub(crate) use timers::later;
 
 /// Step 2 never sleeps longer than this ("avoid OS limitations", as asyncio).
 pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);

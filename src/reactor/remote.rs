@@ -338,7 +338,7 @@ impl Remote {
             q.calls += 1;
         }
         self.shared.wake();
-        let deadline = super::timers::later(Instant::now(), timeout);
+        let deadline = crate::timers::later(Instant::now(), timeout);
         let mut v = slot.value.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(r) = v.take() {

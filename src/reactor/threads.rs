@@ -11,9 +11,9 @@
 //! quietly. Tests: tests/threads_pool.rs.
 
 use super::remote::Shared;
-use super::timers::later;
 use super::{Inner, Loop};
 use crate::deferred::{Deferred, Resolver};
+use crate::timers::later;
 use crate::{Error, Failure};
 use slab::Slab;
 use std::any::Any;

@@ -8,7 +8,7 @@
 
 use crate::net::core::conn::{Conn, State};
 use crate::net::core::Phase;
-use crate::reactor::later;
+use crate::timers::later;
 use crate::{Failure, Loop};
 use std::io;
 use std::rc::Rc;

@@ -1,4 +1,6 @@
-//! Timers: the pending `call_later`s. Owns `TimerWheel` and `TimerId`.
+//! Timers: the pending `call_later`s of a loop and of a `ManualClock`. Owns
+//! `TimerWheel`, `TimerId` and `later` (an instant plus a delay, saturating).
+//! Below both `clock.rs` and `reactor/`, importing neither.
 //!
 //! A hierarchical timing wheel ([`wheel`], tokio's layout: 8 levels of 64
 //! slots, ticks of about 1 ms) in front of a small exact heap ([`near`]). The
