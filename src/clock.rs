@@ -4,9 +4,8 @@
 // need time take a clock. Tests: below, tests/deferred_*.rs,
 // tests/clock_helpers_accept_event_loop.rs.
 
-use crate::timers::later;
-use crate::timers::{Cancelled, TimerId, TimerWheel};
-use crate::{Error, EventLoop, Loop};
+use crate::timers::{later, Cancelled, TimerId, TimerWheel};
+use crate::Error;
 use std::cell::RefCell;
 use std::fmt;
 use std::rc::{Rc, Weak};
@@ -14,9 +13,9 @@ use std::time::{Duration, Instant};
 
 /// A source of monotonic time that can run a function later.
 ///
-/// Implemented by [`Loop`] and [`ManualClock`]. A clock is a cheap handle
+/// Implemented by [`Loop`](crate::Loop) and [`ManualClock`]. A clock is a cheap handle
 /// (`Clone`) so that a helper can keep it to schedule again later. Helpers take
-/// an [`AsClock`], which the owning [`EventLoop`] also is.
+/// an [`AsClock`], which the owning [`EventLoop`](crate::EventLoop) also is.
 pub trait Clock: Clone + 'static {
     /// The handle of one delayed call.
     type Timer: Timer;
@@ -40,8 +39,8 @@ pub trait Clock: Clone + 'static {
 ///
 /// [`Deferred::add_timeout`](crate::Deferred::add_timeout),
 /// [`defer_later`](crate::defer_later) and [`LoopingCall`](crate::LoopingCall)
-/// take an `AsClock`, so the owning [`EventLoop`] works where its
-/// [`Loop`] handle does: `&ev`, `&ev.handle()`, the `&Loop` a callback gets,
+/// take an `AsClock`, so the owning [`EventLoop`](crate::EventLoop) works where its
+/// [`Loop`](crate::Loop) handle does: `&ev`, `&ev.handle()`, the `&Loop` a callback gets,
 /// and a [`ManualClock`] or `&ManualClock` in tests. Every [`Clock`] is one.
 ///
 /// # Examples
@@ -67,30 +66,6 @@ impl<C: Clock> AsClock for C {
     type Clock = C;
 
     fn as_clock(&self) -> &C {
-        self
-    }
-}
-
-impl AsClock for EventLoop {
-    type Clock = Loop;
-
-    fn as_clock(&self) -> &Loop {
-        self
-    }
-}
-
-impl AsClock for &EventLoop {
-    type Clock = Loop;
-
-    fn as_clock(&self) -> &Loop {
-        self
-    }
-}
-
-impl AsClock for &Loop {
-    type Clock = Loop;
-
-    fn as_clock(&self) -> &Loop {
         self
     }
 }

@@ -3,6 +3,7 @@
 //! `RefCell` per part (ready queue, timers, I/O registry), each borrowed only
 //! for one operation and never while user code runs. Tests: tests/loop_*.rs.
 
+mod as_clock;
 mod callback;
 mod decay;
 mod embed;
@@ -481,19 +482,6 @@ impl fmt::Debug for Loop {
             .field("ready", &self.ready_len())
             .field("timers", &self.timer_count())
             .finish()
-    }
-}
-
-impl Clock for Loop {
-    type Timer = Handle;
-
-    fn now(&self) -> Instant {
-        self.time()
-    }
-
-    #[track_caller]
-    fn call_later<F: FnOnce() + 'static>(&self, delay: Duration, f: F) -> Result<Handle, Error> {
-        Loop::call_later(self, delay, move |_| f())
     }
 }
 
