@@ -9,6 +9,7 @@ mod decay;
 mod embed;
 mod exceptions;
 mod handle;
+mod key;
 pub(crate) mod monitor;
 mod raw;
 mod ready;
@@ -41,8 +42,9 @@ pub use monitor::{CurrentCallback, IoInfo, Monitor, Snapshot, TimerInfo};
 
 pub use exceptions::{default_exception_handler, ExceptionContext};
 pub use handle::{Handle, HandleState};
+pub(crate) use key::SourceKey;
 pub use remote::Remote;
-pub(crate) use source::{PostAction, Ready, Source, SourceKey};
+pub(crate) use source::{PostAction, Ready, Source};
 pub use threads::DEFAULT_POOL_CLOSE_TIMEOUT;
 
 /// Step 2 never sleeps longer than this ("avoid OS limitations", as asyncio).

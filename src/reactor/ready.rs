@@ -13,7 +13,7 @@
 //! tests/loop_order.rs, tests/loop_callbacks.rs.
 
 use super::decay::Peak;
-use super::source::SourceKey;
+use super::key::SourceKey;
 use crate::context::Context;
 use crate::timers::TimerId;
 use std::collections::VecDeque;

@@ -1,5 +1,6 @@
 //! Sources: anything the loop polls. Owns the [`Source`] trait, [`Ready`],
-//! [`SourceKey`] and the registry that stores sources behind the trait.
+//! [`PostAction`] and the registry that stores sources behind the trait; a
+//! source's [`SourceKey`] is `key.rs`.
 //!
 //! The reactor knows no kind of source. A TCP connection, a listener, a UDP
 //! socket, a raw reader, an in-memory test connection: each is a type that
@@ -18,6 +19,7 @@
 //! source that was removed, and whose slot was reused, in the same turn is
 //! ignored. Tests: below, tests/loop_io.rs, tests/net_*.rs.
 
+use super::key::SourceKey;
 use super::monitor::IoInfo;
 use super::ready::{Job, Task};
 use super::Loop;
@@ -89,27 +91,6 @@ pub enum PostAction {
     /// Dispatch again in the next turn even if nothing new arrives (a read
     /// budget ran out with data left): behind the others, for fairness.
     Again,
-}
-
-/// A registered source: its slab index and generation; also its mio `Token`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SourceKey {
-    index: u32,
-    gen: u32,
-}
-
-impl SourceKey {
-    /// The selector token of this source.
-    pub fn token(self) -> mio::Token {
-        mio::Token((self.gen as usize) << 32 | self.index as usize)
-    }
-
-    pub(crate) fn from_token(t: mio::Token) -> SourceKey {
-        SourceKey {
-            index: (t.0 & 0xffff_ffff) as u32,
-            gen: (t.0 >> 32) as u32,
-        }
-    }
 }
 
 /// Anything the loop polls. The one trait a new kind of source implements;
