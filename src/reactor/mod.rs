@@ -11,6 +11,7 @@ mod exceptions;
 mod handle;
 mod key;
 pub(crate) mod monitor;
+mod published;
 mod raw;
 mod ready;
 mod remote;
@@ -38,7 +39,8 @@ use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use monitor::{CurrentCallback, IoInfo, Monitor, Snapshot, TimerInfo};
+pub use monitor::{CurrentCallback, Monitor, Snapshot};
+pub use published::{IoInfo, TimerInfo};
 
 pub use exceptions::{default_exception_handler, ExceptionContext};
 pub use handle::{Handle, HandleState};

@@ -12,7 +12,7 @@
 //! flag: no other atomic. Tests: tests/loop_threadsafe.rs, tests/loop_callbacks.rs.
 
 use super::decay::Peak;
-use super::monitor::MonitorState;
+use super::published::MonitorState;
 use super::Loop;
 use crate::deferred::Deferred;
 use crate::Error;

@@ -20,7 +20,7 @@
 //! ignored. Tests: below, tests/loop_io.rs, tests/net_*.rs.
 
 use super::key::SourceKey;
-use super::monitor::IoInfo;
+use super::published::IoInfo;
 use super::ready::{Job, Task};
 use super::Loop;
 use crate::context::Context;

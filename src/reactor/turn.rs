@@ -10,7 +10,7 @@
 
 use super::decay::DECAY;
 use super::key::SourceKey;
-use super::monitor::{Published, LIST_AT_MOST, PUBLISH_EVERY};
+use super::published::{Published, LIST_AT_MOST, PUBLISH_EVERY};
 use super::ready::{Job, Task};
 use super::source::Ready;
 use super::{Inner, Loop, MAX_TIMEOUT, WAKER};
