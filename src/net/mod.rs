@@ -78,16 +78,16 @@ pub use self::core::conn::{
 pub use self::core::connection::{Connection, ProtocolFactory, ProtocolRef};
 pub(crate) use self::core::transport::gone_write;
 pub use self::core::transport::Transport;
-pub use blocks::producer::Producer;
 pub use blocks::relay::{pipe, relay};
-pub use blocks::stream::{IncompleteRead, LineTooLong, Stream, StreamProtocol, DEFAULT_READ_LIMIT};
+pub use blocks::stream::{Stream, StreamProtocol};
+pub use blocks::stream_state::{IncompleteRead, LineTooLong, DEFAULT_READ_LIMIT};
 pub use open::adopt::bind_reuseport;
 pub use open::eyeballs::{ConnectOptions, HAPPY_EYEBALLS_DELAY};
 pub use open::listener::{Listener, ACCEPT_BATCH, ACCEPT_RETRY_DELAY, DEFAULT_BACKLOG};
 pub use open::memory;
 pub(crate) use open::pipe;
 pub use open::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT, DEFAULT_RESOLVER_THREADS};
-pub use protocol::{DatagramProtocol, Protocol};
+pub use protocol::{DatagramProtocol, Producer, Protocol};
 pub use udp::socket::DATAGRAMS_PER_DISPATCH;
 pub use udp::transport::DatagramTransport;
 

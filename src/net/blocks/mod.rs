@@ -2,13 +2,14 @@
 //! connection with Deferreds), producers (bytes written under a stream's flow
 //! control) and `pipe`/`relay` (one stream's bytes into another).
 //!
-//! Owns the stream's buffer and queue of reads (`stream_state.rs`). Exposes
-//! `Stream`, `StreamProtocol`, `Producer`, `pipe`, `relay` and the errors a
-//! read fails with, re-exported by `net`. Built only on the public
+//! Owns the stream's buffer and queue of reads (`stream_state.rs`, the floor
+//! the others stand on). Exposes `Stream`, `StreamProtocol`, `pipe`, `relay`
+//! and the errors a read fails with, re-exported by `net`; the `Producer`
+//! trait they drive is the user's, beside `Protocol` (`net/protocol.rs`). Built only on the public
 //! [`Transport`](crate::net::Transport) and [`Protocol`](crate::net::Protocol):
 //! nothing here reaches into the connection core.
 
 pub(super) mod producer;
 pub(super) mod relay;
 pub(super) mod stream;
-mod stream_state;
+pub(super) mod stream_state;

@@ -1,70 +1,14 @@
 //! Producers: sources of bytes that a [`Stream`]'s flow control drives
-//! (Twisted's `IPushProducer` and `registerProducer`). Owns [`Producer`] and
-//! the generator producer behind [`Stream::produce`].
+//! (Twisted's `IPushProducer` and `registerProducer`): [`Stream::register_producer`],
+//! the generator producer behind [`Stream::produce`], and [`Stream::send_file`].
+//! The [`Producer`] trait stands beside `Protocol` (`net/protocol.rs`).
 //! Tests: tests/net_producer_*.rs.
 
 use crate::net::blocks::stream::Stream;
-use crate::net::blocks::stream_state::Shared;
-use crate::net::Transport;
+use crate::net::blocks::stream_state::{notify, Shared};
+use crate::net::{Producer, Transport};
 use crate::{Deferred, Failure, Resolver};
 use std::io;
-
-/// A source of bytes written into a [`Stream`] (Twisted's `IPushProducer`):
-/// once registered with [`Stream::register_producer`], the stream pauses it
-/// while its write buffer is above the high-water mark, resumes it once the
-/// buffer has drained, and stops it when the connection goes. The producer
-/// writes whenever it likes in between.
-///
-/// # Examples
-/// A producer that counts its pauses:
-/// ```
-/// use deferloop::net::{Producer, Stream};
-/// use deferloop::{EventLoop, Failure};
-///
-/// struct Counting(u32);
-/// impl Producer for Counting {
-///     fn pause_producing(&mut self) {
-///         self.0 += 1;
-///     }
-///     fn resume_producing(&mut self) {}
-///     fn stop_producing(&mut self, _reason: Option<Failure>) {}
-/// }
-///
-/// let ev = EventLoop::new()?;
-/// let (stream, _peer) = Stream::open_memory(&ev)?;
-/// stream.register_producer(Counting(0));
-/// # Ok::<(), deferloop::Error>(())
-/// ```
-pub trait Producer: 'static {
-    /// The consumer's buffer is full: stop writing until resumed.
-    fn pause_producing(&mut self);
-    /// The consumer's buffer has drained: write again.
-    fn resume_producing(&mut self);
-    /// The consumer is gone (`None` after a clean close, else the reason):
-    /// nothing more will be taken. The producer is dropped after this.
-    fn stop_producing(&mut self, reason: Option<Failure>);
-}
-
-/// Tells the registered producer of `shared` to pause or resume. The
-/// producer is taken out while it runs, so it may use the stream freely.
-pub(super) fn notify(shared: &Shared, pause: bool) {
-    let (mut p, gen) = {
-        let mut st = shared.borrow_mut();
-        match st.producer.take() {
-            Some(p) => (p, st.producer_gen),
-            None => return,
-        }
-    };
-    if pause {
-        p.pause_producing();
-    } else {
-        p.resume_producing();
-    }
-    let mut st = shared.borrow_mut();
-    if st.producer_gen == gen && st.producer.is_none() && st.lost.is_none() {
-        st.producer = Some(p);
-    }
-}
 
 impl Stream {
     /// Attaches `producer` to this stream's writing side, replacing any

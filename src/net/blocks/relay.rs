@@ -1,56 +1,15 @@
 //! Pipes and relays: one [`Stream`]'s bytes written into another, with flow
 //! control both ways and half-closes passed on. Owns [`pipe`], [`relay`] and
-//! the producer that pauses the source. Tests: tests/net_relay_*.rs.
+//! the producer that pauses the source; the source's `Tap` is its state's
+//! (`stream_state.rs`). Tests: tests/net_relay_*.rs.
 
-use crate::net::blocks::producer::Producer;
 use crate::net::blocks::stream::Stream;
-use crate::net::blocks::stream_state::{update_reading, Shared};
-use crate::net::Transport;
+use crate::net::blocks::stream_state::{update_reading, Shared, Tap};
+use crate::net::{Producer, Transport};
 use crate::{Deferred, Failure, Resolver};
 use std::cell::RefCell;
 use std::io;
 use std::rc::{Rc, Weak};
-
-/// Where a piped stream's bytes go: kept in the source's state.
-pub(super) struct Tap {
-    to: Transport,
-    to_shared: Weak<Shared>,
-    bytes: u64,
-    done: Resolver<u64>,
-}
-
-impl Tap {
-    pub(super) fn pass(&mut self, data: &[u8]) {
-        self.bytes += data.len() as u64;
-        self.to.write(data);
-    }
-
-    fn detach(&self) {
-        if let Some(to) = self.to_shared.upgrade() {
-            let mut st = to.borrow_mut();
-            st.producer_gen += 1;
-            st.producer = None;
-        }
-    }
-
-    /// The source sent its end of file: pass it on.
-    pub(super) fn source_ended(self) {
-        self.detach();
-        self.to.write_eof();
-        let _ = self.done.callback(self.bytes);
-    }
-
-    /// The source is gone before its end of file.
-    pub(super) fn source_lost(self, reason: Option<Failure>) {
-        self.detach();
-        let _ = self.done.errback(reason.unwrap_or_else(|| {
-            Failure::new(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                "the source closed before its end of file",
-            ))
-        }));
-    }
-}
 
 /// The producer a pipe registers with its destination: pauses and resumes
 /// the source's reading; fails the pipe if the destination goes.

@@ -1,12 +1,13 @@
 //! Reading a connection with Deferreds: [`Stream`] (asyncio's `StreamReader`
 //! and `StreamWriter` in one cheap handle), [`StreamProtocol`] (the protocol
-//! that feeds it), and the errors a read fails with. Producers live in
-//! `producer.rs`, pipes and relays in `relay.rs`.
+//! that feeds it). The state under it, and the errors a read fails with, are
+//! `stream_state.rs`; producers live in `producer.rs`, pipes and relays in
+//! `relay.rs`.
 //! Tests: tests/net_stream_*.rs.
 
 use crate::deferred::Cancelled;
 use crate::net::blocks::stream_state::{
-    lost, pump, update_reading, Done, Request, Shared, State, Want,
+    lost, notify, pump, update_reading, Done, Request, Shared, State, Want,
 };
 use crate::net::open::memory::{self, Peer};
 use crate::net::{Listener, Protocol, Transport};
@@ -19,55 +20,6 @@ use std::net::SocketAddr;
 use std::ops::Deref;
 use std::rc::Rc;
 
-/// How many bytes a [`Stream`] buffers before it stops reading its
-/// connection, and the longest line [`Stream::read_line`] accepts: 64 KiB,
-/// asyncio's default.
-pub const DEFAULT_READ_LIMIT: usize = 64 * 1024;
-
-/// A line (or anything read with [`Stream::read_until`]) did not end within
-/// the stream's read limit. The over-long line is dropped from the buffer:
-/// up to its delimiter if that has arrived, else everything buffered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineTooLong {
-    /// The limit that was passed, in bytes.
-    pub limit: usize,
-}
-
-impl fmt::Display for LineTooLong {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line longer than the limit of {} bytes", self.limit)
-    }
-}
-
-impl std::error::Error for LineTooLong {}
-
-/// The peer ended its side before a read was complete (asyncio's
-/// `IncompleteReadError`). Also what a read fails with at a clean end of
-/// file when nothing is buffered (then `partial` is empty).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IncompleteRead {
-    /// What had arrived; it is no longer buffered.
-    pub partial: Vec<u8>,
-    /// How many bytes [`Stream::read_exactly`] wanted; `None` for a read
-    /// waiting for a delimiter.
-    pub expected: Option<usize>,
-}
-
-impl fmt::Display for IncompleteRead {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.expected {
-            Some(n) => write!(f, "end of file after {} of {} bytes", self.partial.len(), n),
-            None => write!(
-                f,
-                "end of file after {} bytes, before the delimiter",
-                self.partial.len()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for IncompleteRead {}
-
 /// A connection read with Deferreds: the callback form of asyncio's
 /// `StreamReader`, with the connection's [`Transport`] for writing
 /// (`Stream` dereferences to it: `stream.write(..)`, `stream.close()`).
@@ -77,7 +29,7 @@ impl std::error::Error for IncompleteRead {}
 /// [`read_exactly`](Self::read_exactly), [`read_some`](Self::read_some).
 /// Reads queue: several may be waiting, and they complete in the order they
 /// were asked. A read fails with the connection's loss reason (a reset), with
-/// [`IncompleteRead`] at the end of file, or with [`LineTooLong`].
+/// [`IncompleteRead`](crate::net::IncompleteRead) at the end of file, or with [`LineTooLong`](crate::net::LineTooLong).
 ///
 /// A stream is cheap to clone (clones read the same buffer) and keeps its
 /// connection's state alive only while the connection is open: there is no
@@ -251,8 +203,8 @@ impl Stream {
     }
 
     /// Reads one line, up to `\n`, and returns it without its line ending
-    /// (`\n` or `\r\n`). Fails with [`LineTooLong`] if no `\n` comes within
-    /// the read limit, with [`IncompleteRead`] at the end of file, and with an
+    /// (`\n` or `\r\n`). Fails with [`LineTooLong`](crate::net::LineTooLong) if no `\n` comes within
+    /// the read limit, with [`IncompleteRead`](crate::net::IncompleteRead) at the end of file, and with an
     /// `InvalidData` `io::Error` if the line is not UTF-8 (the line is
     /// consumed either way). For the bytes, use [`read_until`](Self::read_until).
     #[track_caller]
@@ -263,8 +215,8 @@ impl Stream {
     }
 
     /// Reads up to and including `delimiter` (asyncio's `readuntil`). Fails
-    /// with [`LineTooLong`] if the delimiter does not end within the read
-    /// limit, and with [`IncompleteRead`] at the end of file.
+    /// with [`LineTooLong`](crate::net::LineTooLong) if the delimiter does not end within the read
+    /// limit, and with [`IncompleteRead`](crate::net::IncompleteRead) at the end of file.
     ///
     /// # Panics
     /// If `delimiter` is empty.
@@ -275,7 +227,7 @@ impl Stream {
     }
 
     /// Reads exactly `n` bytes (asyncio's `readexactly`); `n` may exceed the
-    /// read limit. At the end of file it fails with [`IncompleteRead`],
+    /// read limit. At the end of file it fails with [`IncompleteRead`](crate::net::IncompleteRead),
     /// holding what had arrived.
     #[track_caller]
     pub fn read_exactly(&self, n: usize) -> Deferred<Vec<u8>> {
@@ -301,7 +253,7 @@ impl Stream {
         self.update_reading();
     }
 
-    /// The read limit ([`DEFAULT_READ_LIMIT`] unless set).
+    /// The read limit ([`DEFAULT_READ_LIMIT`](crate::net::DEFAULT_READ_LIMIT) unless set).
     pub fn read_limit(&self) -> usize {
         self.shared.borrow().limit
     }
@@ -506,10 +458,10 @@ impl Protocol for StreamProtocol {
     }
 
     fn pause_writing(&mut self, _: &Transport) {
-        crate::net::blocks::producer::notify(&self.shared, true);
+        notify(&self.shared, true);
     }
 
     fn resume_writing(&mut self, _: &Transport) {
-        crate::net::blocks::producer::notify(&self.shared, false);
+        notify(&self.shared, false);
     }
 }

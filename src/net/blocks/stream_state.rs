@@ -1,18 +1,68 @@
 //! A [`Stream`](crate::net::Stream)'s state: its buffer, its queue of reads, how
 //! reads complete (at constant stack depth), when reading pauses, and what the
-//! connection's loss does to them. The handle is `stream.rs`.
+//! connection's loss does to them; the errors a read fails with; the
+//! registered producer and where a piped stream's bytes go (its `Tap`). The
+//! handle is `stream.rs`; this file imports nothing else of `net/blocks/`.
 
 use crate::deferred::Spare;
-use crate::net::blocks::producer::Producer;
-use crate::net::blocks::relay::Tap;
-use crate::net::blocks::stream::{IncompleteRead, LineTooLong, DEFAULT_READ_LIMIT};
-use crate::net::Transport;
+use crate::net::{Producer, Transport};
 use crate::reactor::WeakLoop;
 use crate::{Failure, Resolver};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::fmt;
+use std::io;
 use std::rc::{Rc, Weak};
+
+/// How many bytes a [`Stream`](crate::net::Stream) buffers before it stops reading its
+/// connection, and the longest line [`Stream::read_line`](crate::net::Stream::read_line) accepts: 64 KiB,
+/// asyncio's default.
+pub const DEFAULT_READ_LIMIT: usize = 64 * 1024;
+
+/// A line (or anything read with [`Stream::read_until`](crate::net::Stream::read_until)) did not end within
+/// the stream's read limit. The over-long line is dropped from the buffer:
+/// up to its delimiter if that has arrived, else everything buffered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineTooLong {
+    /// The limit that was passed, in bytes.
+    pub limit: usize,
+}
+
+impl fmt::Display for LineTooLong {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line longer than the limit of {} bytes", self.limit)
+    }
+}
+
+impl std::error::Error for LineTooLong {}
+
+/// The peer ended its side before a read was complete (asyncio's
+/// `IncompleteReadError`). Also what a read fails with at a clean end of
+/// file when nothing is buffered (then `partial` is empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncompleteRead {
+    /// What had arrived; it is no longer buffered.
+    pub partial: Vec<u8>,
+    /// How many bytes [`Stream::read_exactly`](crate::net::Stream::read_exactly) wanted; `None` for a read
+    /// waiting for a delimiter.
+    pub expected: Option<usize>,
+}
+
+impl fmt::Display for IncompleteRead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.expected {
+            Some(n) => write!(f, "end of file after {} of {} bytes", self.partial.len(), n),
+            None => write!(
+                f,
+                "end of file after {} bytes, before the delimiter",
+                self.partial.len()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for IncompleteRead {}
 
 pub(super) enum Want {
     /// Up to and including `\n`, answered as a `String` (`Done::Line`).
@@ -376,6 +426,68 @@ pub(super) fn lost(shared: &Rc<Shared>, reason: Option<Failure>) {
     // Nothing reads any more: fail or answer what waits.
     let dead = Transport { conn: Weak::new() };
     pump(shared, &dead);
+}
+
+/// Tells the registered producer of `shared` to pause or resume. The
+/// producer is taken out while it runs, so it may use the stream freely.
+pub(super) fn notify(shared: &Shared, pause: bool) {
+    let (mut p, gen) = {
+        let mut st = shared.borrow_mut();
+        match st.producer.take() {
+            Some(p) => (p, st.producer_gen),
+            None => return,
+        }
+    };
+    if pause {
+        p.pause_producing();
+    } else {
+        p.resume_producing();
+    }
+    let mut st = shared.borrow_mut();
+    if st.producer_gen == gen && st.producer.is_none() && st.lost.is_none() {
+        st.producer = Some(p);
+    }
+}
+
+/// Where a piped stream's bytes go: kept in the source's state.
+pub(super) struct Tap {
+    pub(super) to: Transport,
+    pub(super) to_shared: Weak<Shared>,
+    pub(super) bytes: u64,
+    pub(super) done: Resolver<u64>,
+}
+
+impl Tap {
+    pub(super) fn pass(&mut self, data: &[u8]) {
+        self.bytes += data.len() as u64;
+        self.to.write(data);
+    }
+
+    fn detach(&self) {
+        if let Some(to) = self.to_shared.upgrade() {
+            let mut st = to.borrow_mut();
+            st.producer_gen += 1;
+            st.producer = None;
+        }
+    }
+
+    /// The source sent its end of file: pass it on.
+    pub(super) fn source_ended(self) {
+        self.detach();
+        self.to.write_eof();
+        let _ = self.done.callback(self.bytes);
+    }
+
+    /// The source is gone before its end of file.
+    pub(super) fn source_lost(self, reason: Option<Failure>) {
+        self.detach();
+        let _ = self.done.errback(reason.unwrap_or_else(|| {
+            Failure::new(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the source closed before its end of file",
+            ))
+        }));
+    }
 }
 
 #[cfg(test)]
