@@ -4,7 +4,7 @@
 // need time take a clock. Tests: below, tests/deferred_*.rs,
 // tests/clock_helpers_accept_event_loop.rs.
 
-use crate::timers::{later, Cancelled, TimerId, TimerWheel};
+use crate::timers::{later, Removed, TimerId, TimerWheel};
 use crate::Error;
 use std::cell::RefCell;
 use std::fmt;
@@ -240,7 +240,7 @@ impl Timer for ManualTimer {
             c
         };
         // The payload (and whatever it captured) drops outside the borrow.
-        matches!(cancelled, Cancelled::Pending(_))
+        matches!(cancelled, Removed::Pending(_))
     }
 
     fn is_active(&self) -> bool {

@@ -28,7 +28,7 @@ use proptest::prelude::*;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-use timers::{Cancelled, TimerId, TimerWheel};
+use timers::{Removed, TimerId, TimerWheel};
 
 #[derive(Debug, Clone)]
 enum HeapOp {
@@ -175,7 +175,7 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                 let live = (0..ids.len()).filter(|&i| matches!(model[i], At::Live(_)));
                 for k in live.step_by(every).collect::<Vec<_>>() {
                     let got = heap.cancel(ids[k]);
-                    prop_assert!(matches!(got, Cancelled::Pending(ref p) if p.n == k));
+                    prop_assert!(matches!(got, Removed::Pending(ref p) if p.n == k));
                     model[k] = At::Gone;
                 }
             }
@@ -183,9 +183,9 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                 let k = k % ids.len();
                 let got = heap.cancel(ids[k]);
                 match (model[k], got) {
-                    (At::Live(_), Cancelled::Pending(p)) => prop_assert_eq!(p.n, k),
-                    (At::Reserved(s), Cancelled::Ready(seq)) => prop_assert_eq!(seq, s),
-                    (At::Gone, Cancelled::Gone) => {}
+                    (At::Live(_), Removed::Pending(p)) => prop_assert_eq!(p.n, k),
+                    (At::Reserved(s), Removed::Ready(seq)) => prop_assert_eq!(seq, s),
+                    (At::Gone, Removed::Gone) => {}
                     (want, _) => prop_assert!(false, "cancel of {k} ({want:?}) disagrees"),
                 }
                 model[k] = At::Gone;

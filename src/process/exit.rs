@@ -9,7 +9,7 @@
 //! reaped (a `SIGKILL`ed child is gone at once), or, if detached, waited for
 //! by a thread of its own: no zombie either way.
 
-use super::Shared;
+use super::ChildState;
 use crate::deferred::LoopClosed;
 use crate::reactor::{PostAction, Ready, Source, SourceKey};
 use crate::{Error, Loop, Signal, SignalHandler};
@@ -49,7 +49,7 @@ fn pidfd_open(_: u32) -> Option<OwnedFd> {
 }
 
 struct ChildSource {
-    shared: Rc<Shared>,
+    shared: Rc<ChildState>,
     pidfd: Option<OwnedFd>,
     sigchld: RefCell<Option<SignalHandler>>,
 }
@@ -98,7 +98,7 @@ impl Source for ChildSource {
 /// Starts watching `shared`'s child for its exit; installs `shared.unwatch`.
 pub(super) fn watch(
     lp: &Loop,
-    shared: &Rc<Shared>,
+    shared: &Rc<ChildState>,
     at: &'static Location<'static>,
 ) -> Result<(), Error> {
     let pidfd = pidfd_open(shared.pid);

@@ -84,7 +84,7 @@ pub trait ProcessProtocol: 'static {
 pub(crate) type Unwatch = Box<dyn FnOnce(&Loop)>;
 
 /// The state of one child, shared by its pipes and its exit watcher.
-pub(crate) struct Shared {
+pub(crate) struct ChildState {
     lp: WeakLoop,
     pid: u32,
     command: String,
@@ -100,12 +100,12 @@ pub(crate) struct Shared {
     done: Cell<bool>,
     pub(crate) detached: Cell<bool>,
     waiters: RefCell<Vec<Resolver<ExitStatus>>>,
-    weak_self: RefCell<Weak<Shared>>,
+    weak_self: RefCell<Weak<ChildState>>,
     /// Removes the exit watcher.
     unwatch: RefCell<Option<Unwatch>>,
 }
 
-impl Shared {
+impl ChildState {
     fn handle(&self) -> Process {
         Process {
             shared: self.weak_self.borrow().clone(),
@@ -204,7 +204,7 @@ impl Shared {
 
 /// The net-side protocol of one pipe, forwarding to the process protocol.
 struct PipeProto {
-    shared: Rc<Shared>,
+    shared: Rc<ChildState>,
     which: ChildPipe,
 }
 
@@ -245,7 +245,7 @@ impl Protocol for PipeProto {
 /// keeps nothing alive.
 #[derive(Clone)]
 pub struct Process {
-    shared: Weak<Shared>,
+    shared: Weak<ChildState>,
     pid: u32,
 }
 
@@ -447,7 +447,7 @@ impl Loop {
         let stdout = mio::unix::pipe::Receiver::from(child.stdout.take().expect("piped"));
         let stderr = mio::unix::pipe::Receiver::from(child.stderr.take().expect("piped"));
         let pid = child.id();
-        let shared = Rc::new(Shared {
+        let shared = Rc::new(ChildState {
             lp: self.downgrade(),
             pid,
             command,

@@ -58,12 +58,12 @@ impl Handle {
             HandleId::Timer(id, _) => {
                 let c = inner.timers.borrow_mut().cancel(id);
                 match c {
-                    timers::Cancelled::Pending(task) => {
+                    timers::Removed::Pending(task) => {
                         drop(task);
                         true
                     }
-                    timers::Cancelled::Ready(seq) => cancel_ready(seq),
-                    timers::Cancelled::Gone => false,
+                    timers::Removed::Ready(seq) => cancel_ready(seq),
+                    timers::Removed::Gone => false,
                 }
             }
         };

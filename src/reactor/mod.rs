@@ -28,7 +28,7 @@ use crate::Error;
 use exceptions::ExceptionHandler;
 use handle::HandleId;
 use ready::{Callback, Job, ReadyQueue, Task};
-use remote::Shared;
+use remote::CrossThread;
 use source::Registry;
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -67,9 +67,9 @@ pub(crate) struct Inner {
     /// A host watches the poll fd (embed.rs): work scheduled between turns
     /// must then make the fd readable.
     watched: Cell<bool>,
-    shared: Arc<Shared>,
+    shared: Arc<CrossThread>,
     /// The spare buffer the remote queue is swapped with (no allocation per drain).
-    spare: RefCell<remote::Spare>,
+    spare: RefCell<remote::LoopHalf>,
     running: Cell<bool>,
     /// What `Remote`s were last told about `running` (the embedded turns
     /// keep it set between turns; see run.rs).
@@ -211,8 +211,8 @@ impl EventLoop {
             events: RefCell::new(mio::Events::with_capacity(1024)),
             events_full: Cell::new(false),
             watched: Cell::new(false),
-            shared: Arc::new(Shared::new(waker)),
-            spare: RefCell::new(remote::Spare::default()),
+            shared: Arc::new(CrossThread::new(waker)),
+            spare: RefCell::new(remote::LoopHalf::default()),
             running: Cell::new(false),
             remote_running: Cell::new(false),
             stopping: Cell::new(false),

@@ -11,7 +11,7 @@
 //! Tests: tests/loop_debug.rs, tests/threads_watchdog.rs.
 
 use super::published::{IoInfo, TimerInfo};
-use super::remote::Shared;
+use super::remote::CrossThread;
 use std::fmt;
 use std::panic::Location;
 use std::sync::Arc;
@@ -94,7 +94,7 @@ impl fmt::Display for Snapshot {
 /// A `Send + Sync` window onto a loop, for diagnosing it from another thread.
 #[derive(Clone)]
 pub struct Monitor {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<CrossThread>,
 }
 
 impl Monitor {
@@ -133,7 +133,7 @@ impl fmt::Debug for Monitor {
 /// Starts the watchdog thread: it logs (`log::warn!`) a callback that has been
 /// running for `threshold`, while it still runs, then again each time the
 /// time doubles; it ends when the loop is closed.
-pub(crate) fn spawn_watchdog(shared: Arc<Shared>, threshold: Duration) -> std::io::Result<()> {
+pub(crate) fn spawn_watchdog(shared: Arc<CrossThread>, threshold: Duration) -> std::io::Result<()> {
     shared.monitor.enable();
     let tick = (threshold / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
     std::thread::Builder::new()

@@ -2,7 +2,7 @@
 //! [`Monitor`](super::Monitor), the blocked-loop watchdog): the callback it
 //! runs now, and a summary of its queues published at most every
 //! [`PUBLISH_EVERY`]. Owns `MonitorState`, `Published`, [`TimerInfo`],
-//! [`IoInfo`]. Held in the loop's `Shared` (`remote.rs`), read by
+//! [`IoInfo`]. Held in the loop's `CrossThread` (`remote.rs`), read by
 //! `monitor.rs`. Tests: tests/loop_debug.rs, tests/threads_watchdog.rs.
 
 use std::panic::Location;

@@ -91,7 +91,7 @@ struct Node {
 }
 
 /// What [`TimerWheel::cancel`] found.
-pub(crate) enum Cancelled<T> {
+pub(crate) enum Removed<T> {
     /// The timer was pending; here is its payload.
     Pending(T),
     /// The timer is due and waiting in the ready queue at this sequence number.
@@ -301,22 +301,22 @@ impl<T> TimerWheel<T> {
     /// Cancels `id`: unlinks it in O(1) (O(log n) in the near heap), or says
     /// where it went.
     #[inline]
-    pub(crate) fn cancel(&mut self, id: TimerId) -> Cancelled<T> {
+    pub(crate) fn cancel(&mut self, id: TimerId) -> Removed<T> {
         let Some(&node) = self.node(id) else {
-            return Cancelled::Gone;
+            return Removed::Gone;
         };
         match node.place {
             Place::Wheel(idx) => self.wheel.unlink(&mut self.nodes, id.key, idx),
             Place::Near => self.near.remove(&mut self.nodes, node.prev as usize),
             Place::Ready => {
                 self.free_node(id.key);
-                return Cancelled::Ready(node.when);
+                return Removed::Ready(node.when);
             }
-            Place::Free => return Cancelled::Gone,
+            Place::Free => return Removed::Gone,
         }
         let payload = self.take_payload(node.payload);
         self.free_node(id.key);
-        Cancelled::Pending(payload)
+        Removed::Pending(payload)
     }
 
     /// Gives back buffer space: the payload buffers and the near heap's

@@ -34,10 +34,10 @@ fn cancel_removes_from_the_middle_and_keeps_order() {
         .map(|i| h.insert(at(base, (i * 37) % 101), i))
         .collect();
     for id in ids.iter().step_by(3) {
-        assert!(matches!(h.cancel(*id), Cancelled::Pending(_)));
+        assert!(matches!(h.cancel(*id), Removed::Pending(_)));
         h.check_invariants();
     }
-    assert!(matches!(h.cancel(ids[0]), Cancelled::Gone));
+    assert!(matches!(h.cancel(ids[0]), Removed::Gone));
     let mut last = None;
     while let Some((_, v)) = h.pop_due(at(base, 1000)) {
         assert!(v % 3 != 0);
@@ -56,12 +56,12 @@ fn reserved_timers_can_be_cancelled_until_released() {
     let (got, _) = h.pop_due_reserved(base, |_| 42).unwrap();
     assert_eq!(got, id);
     assert!(h.contains(id));
-    assert!(matches!(h.cancel(id), Cancelled::Ready(42)));
+    assert!(matches!(h.cancel(id), Removed::Ready(42)));
     assert!(!h.contains(id));
     let id = h.insert(base, "b");
     h.pop_due_reserved(base, |_| 7).unwrap();
     h.release(id);
-    assert!(matches!(h.cancel(id), Cancelled::Gone));
+    assert!(matches!(h.cancel(id), Removed::Gone));
 }
 
 #[test]
@@ -74,7 +74,7 @@ fn release_leaves_a_pending_timer_alone() {
     h.check_invariants();
     assert!(h.contains(late));
     assert_eq!(h.len(), 2);
-    assert!(matches!(h.cancel(late), Cancelled::Pending("late")));
+    assert!(matches!(h.cancel(late), Removed::Pending("late")));
     h.release(early);
     assert!(matches!(h.pop_due(at(base, 5)), Some((id, "early")) if id == early));
     assert!(h.pop_due(at(base, 5)).is_none());
@@ -87,7 +87,7 @@ fn stale_ids_do_not_touch_reused_slots() {
     let old = h.insert(base, 1);
     h.pop_due(base).unwrap();
     let new = h.insert(base, 2);
-    assert!(matches!(h.cancel(old), Cancelled::Gone));
+    assert!(matches!(h.cancel(old), Removed::Gone));
     assert!(h.contains(new));
 }
 
@@ -122,7 +122,7 @@ fn buffers_shrink_after_mass_cancellation_at_the_next_trim() {
     while h.pop_due(at(base, 20_000)).is_some() {}
     h.trim();
     assert_eq!(h.nodes.capacity(), 0);
-    assert!(matches!(h.cancel(ids[0]), Cancelled::Gone));
+    assert!(matches!(h.cancel(ids[0]), Removed::Gone));
     let id = h.insert(at(base, 1), 1);
     assert!(h.contains(id) && !h.contains(ids[0]));
 }

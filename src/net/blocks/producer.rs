@@ -5,7 +5,7 @@
 //! Tests: tests/net_producer_*.rs.
 
 use crate::net::blocks::stream::Stream;
-use crate::net::blocks::stream_state::{notify, Shared};
+use crate::net::blocks::stream_state::{notify, StreamCell};
 use crate::net::{Producer, Transport};
 use crate::{Deferred, Failure, Resolver};
 use std::io;
@@ -102,7 +102,7 @@ impl Stream {
 struct Generate<F> {
     next: F,
     to: Transport,
-    shared: std::rc::Weak<Shared>,
+    shared: std::rc::Weak<StreamCell>,
     done: Option<Resolver<u64>>,
     bytes: u64,
     paused: bool,
@@ -157,7 +157,7 @@ const FILE_CHUNK: usize = 64 * 1024;
 struct FileSend {
     file: Option<std::fs::File>,
     to: Transport,
-    shared: std::rc::Weak<Shared>,
+    shared: std::rc::Weak<StreamCell>,
     done: Option<Resolver<u64>>,
     bytes: u64,
     paused: bool,

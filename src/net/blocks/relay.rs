@@ -4,7 +4,7 @@
 //! (`stream_state.rs`). Tests: tests/net_relay_*.rs.
 
 use crate::net::blocks::stream::Stream;
-use crate::net::blocks::stream_state::{update_reading, Shared, Tap};
+use crate::net::blocks::stream_state::{update_reading, StreamCell, Tap};
 use crate::net::{Producer, Transport};
 use crate::{Deferred, Failure, Resolver};
 use std::cell::RefCell;
@@ -14,7 +14,7 @@ use std::rc::{Rc, Weak};
 /// The producer a pipe registers with its destination: pauses and resumes
 /// the source's reading; fails the pipe if the destination goes.
 struct Hold {
-    source: Weak<Shared>,
+    source: Weak<StreamCell>,
     transport: Transport,
 }
 

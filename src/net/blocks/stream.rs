@@ -7,7 +7,7 @@
 
 use crate::deferred::Cancelled;
 use crate::net::blocks::stream_state::{
-    lost, notify, pump, update_reading, Done, Request, Shared, State, Want,
+    lost, notify, pump, update_reading, Done, Request, StreamCell, StreamState, Want,
 };
 use crate::net::open::memory::{self, Peer};
 use crate::net::{Listener, Protocol, Transport};
@@ -71,7 +71,7 @@ use std::rc::Rc;
 /// ```
 #[derive(Clone)]
 pub struct Stream {
-    pub(super) shared: Rc<Shared>,
+    pub(super) shared: Rc<StreamCell>,
     pub(super) transport: Transport,
 }
 
@@ -124,7 +124,7 @@ impl Stream {
     /// ```
     #[track_caller]
     pub fn connect(lp: &Loop, addr: SocketAddr) -> Stream {
-        let shared = Rc::new(RefCell::new(State::new(lp.downgrade())));
+        let shared = Rc::new(RefCell::new(StreamState::new(lp.downgrade())));
         let proto = StreamProtocol {
             shared: shared.clone(),
             on_made: None,
@@ -188,7 +188,7 @@ impl Stream {
     /// [`Error::Closed`] on a closed loop.
     #[track_caller]
     pub fn open_memory(lp: &Loop) -> Result<(Stream, Peer), Error> {
-        let shared = Rc::new(RefCell::new(State::new(lp.downgrade())));
+        let shared = Rc::new(RefCell::new(StreamState::new(lp.downgrade())));
         let proto = StreamProtocol {
             shared: shared.clone(),
             on_made: None,
@@ -372,7 +372,7 @@ impl Stream {
 /// # Ok::<(), deferloop::Error>(())
 /// ```
 pub struct StreamProtocol {
-    shared: Rc<Shared>,
+    shared: Rc<StreamCell>,
     on_made: Option<Box<dyn FnOnce(Stream)>>,
 }
 
@@ -381,7 +381,7 @@ impl StreamProtocol {
     /// once it is up.
     pub fn new(on_connection: impl FnOnce(Stream) + 'static) -> StreamProtocol {
         StreamProtocol {
-            shared: Rc::new(RefCell::new(State::new(WeakLoop::default()))),
+            shared: Rc::new(RefCell::new(StreamState::new(WeakLoop::default()))),
             on_made: Some(Box::new(on_connection)),
         }
     }

@@ -141,7 +141,7 @@ fn find_delim(hay: &[u8], delim: &[u8], scanned: usize) -> Option<usize> {
 }
 
 /// The state behind every clone of one [`Stream`].
-pub(super) struct State {
+pub(super) struct StreamState {
     pub(super) buf: Vec<u8>,
     /// `buf[pos..]` is unread.
     pub(super) pos: usize,
@@ -172,12 +172,12 @@ pub(super) struct State {
     pub(super) tap: Option<Tap>,
 }
 
-/// Capacity a read buffer keeps once emptied (see `State::consume`).
+/// Capacity a read buffer keeps once emptied (see `StreamState::consume`).
 const KEEP: usize = 16 * 1024;
 
-impl State {
-    pub(super) fn new(lp: WeakLoop) -> State {
-        State {
+impl StreamState {
+    pub(super) fn new(lp: WeakLoop) -> StreamState {
+        StreamState {
             buf: Vec::new(),
             pos: 0,
             scanned: 0,
@@ -338,16 +338,16 @@ impl State {
     }
 }
 
-pub(super) type Shared = RefCell<State>;
+pub(super) type StreamCell = RefCell<StreamState>;
 
 /// Fires every request that can complete, one after the other, at constant
 /// stack depth: a read asked from a callback fired here is queued and fired
 /// by this loop once that callback returns.
-pub(super) fn pump(shared: &Rc<Shared>, transport: &Transport) {
+pub(super) fn pump(shared: &Rc<StreamCell>, transport: &Transport) {
     if std::mem::replace(&mut shared.borrow_mut().delivering, true) {
         return;
     }
-    struct Delivering<'a>(&'a Shared);
+    struct Delivering<'a>(&'a StreamCell);
     impl Drop for Delivering<'_> {
         fn drop(&mut self) {
             self.0.borrow_mut().delivering = false;
@@ -373,7 +373,7 @@ pub(super) fn pump(shared: &Rc<Shared>, transport: &Transport) {
     update_reading(shared, transport);
 }
 
-pub(super) fn update_reading(shared: &Shared, transport: &Transport) {
+pub(super) fn update_reading(shared: &StreamCell, transport: &Transport) {
     let mut st = shared.borrow_mut();
     if st.lost.is_some() {
         return;
@@ -392,7 +392,7 @@ pub(super) fn update_reading(shared: &Shared, transport: &Transport) {
 
 /// The connection is gone (or never came up): fail what waits, stop the
 /// producer, end the pipe.
-pub(super) fn lost(shared: &Rc<Shared>, reason: Option<Failure>) {
+pub(super) fn lost(shared: &Rc<StreamCell>, reason: Option<Failure>) {
     let (waiters, producer, tap) = {
         let mut st = shared.borrow_mut();
         if st.lost.is_some() {
@@ -430,7 +430,7 @@ pub(super) fn lost(shared: &Rc<Shared>, reason: Option<Failure>) {
 
 /// Tells the registered producer of `shared` to pause or resume. The
 /// producer is taken out while it runs, so it may use the stream freely.
-pub(super) fn notify(shared: &Shared, pause: bool) {
+pub(super) fn notify(shared: &StreamCell, pause: bool) {
     let (mut p, gen) = {
         let mut st = shared.borrow_mut();
         match st.producer.take() {
@@ -452,7 +452,7 @@ pub(super) fn notify(shared: &Shared, pause: bool) {
 /// Where a piped stream's bytes go: kept in the source's state.
 pub(super) struct Tap {
     pub(super) to: Transport,
-    pub(super) to_shared: Weak<Shared>,
+    pub(super) to_shared: Weak<StreamCell>,
     pub(super) bytes: u64,
     pub(super) done: Resolver<u64>,
 }
@@ -497,7 +497,7 @@ mod tests {
     #[test]
     fn a_burst_s_capacity_is_given_back_once_read() {
         let ev = crate::EventLoop::new().unwrap();
-        let mut st = State::new(ev.handle().downgrade());
+        let mut st = StreamState::new(ev.handle().downgrade());
         st.push(&vec![7; 300 * 1024]);
         // Read in pieces, as `read_exactly` and `read_line` consume.
         st.consume(200 * 1024);

@@ -59,7 +59,7 @@ pub const DEFAULT_LINGER: Duration = Duration::from_secs(30);
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The state of one stream connection. Borrowed only while no user code runs.
-pub(crate) struct State {
+pub(crate) struct ConnState {
     pub(crate) io: Option<Box<dyn StreamIo>>,
     pub(crate) phase: Phase,
     /// While connecting: the Deferred to fire, and what errors name as the
@@ -116,7 +116,7 @@ pub(crate) struct State {
     pub(crate) close_when_up: Option<Option<Failure>>,
 }
 
-impl State {
+impl ConnState {
     pub(crate) fn can_read(&self) -> bool {
         matches!(self.phase, Phase::Open)
             && self.read_ready
@@ -161,7 +161,7 @@ pub(crate) struct Conn {
     pub(crate) lp: WeakLoop,
     pub(crate) key: SourceKey,
     pub(crate) at: &'static Location<'static>,
-    pub(crate) st: RefCell<State>,
+    pub(crate) st: RefCell<ConnState>,
     /// The user's protocol; `None` while one of its methods runs, and after
     /// `connection_lost`.
     pub(crate) proto: RefCell<Option<Box<dyn Protocol>>>,
@@ -190,7 +190,7 @@ impl Conn {
                 lp: lp.downgrade(),
                 key,
                 at,
-                st: RefCell::new(State {
+                st: RefCell::new(ConnState {
                     io: Some(io),
                     phase: if connect.is_some() {
                         Phase::Connecting
@@ -274,7 +274,7 @@ impl Conn {
 
     /// Closes the socket now: the buffer is dropped, the socket leaves the
     /// selector, and `connection_lost(reason)` is owed. The first reason wins.
-    pub(crate) fn close_now(&self, lp: &Loop, st: &mut State, reason: Option<Failure>) {
+    pub(crate) fn close_now(&self, lp: &Loop, st: &mut ConnState, reason: Option<Failure>) {
         if matches!(st.phase, Phase::Closed(_) | Phase::Lost) {
             return;
         }
@@ -388,7 +388,7 @@ impl Conn {
     }
 
     /// Writes what is buffered, if the socket is writable.
-    pub(crate) fn flush(&self, lp: &Loop, st: &mut State) {
+    pub(crate) fn flush(&self, lp: &Loop, st: &mut ConnState) {
         if !self.flush_layer(lp, st) {
             return;
         }
@@ -431,7 +431,7 @@ impl Conn {
     /// layer may also become writable without a socket edge (its handshake
     /// done). Returns whether the buffer may be flushed now. (Hook: a plain
     /// socket has neither, see `StreamIo::has_pending`.)
-    fn flush_layer(&self, lp: &Loop, st: &mut State) -> bool {
+    fn flush_layer(&self, lp: &Loop, st: &mut ConnState) -> bool {
         let Some(io) = st.io.as_mut() else {
             return true;
         };
@@ -459,7 +459,7 @@ impl Conn {
     }
 
     /// What to do once the write buffer is empty: a pending close or EOF.
-    pub(crate) fn after_drain(&self, lp: &Loop, st: &mut State) {
+    pub(crate) fn after_drain(&self, lp: &Loop, st: &mut ConnState) {
         if !st.wbuf.is_empty() || matches!(st.phase, Phase::Connecting) {
             return;
         }
@@ -515,7 +515,7 @@ impl Conn {
     /// after a write, EOF or close made outside a dispatch, with nothing
     /// buffered here: ask for a dispatch, whose end starts the write timeout
     /// (`watch_writes`). Inside one, its end does that anyway.
-    pub(crate) fn watch_layer(&self, lp: &Loop, st: &State) {
+    pub(crate) fn watch_layer(&self, lp: &Loop, st: &ConnState) {
         if !self.dispatching.get() && st.layer_pending() {
             self.wake(lp);
         }

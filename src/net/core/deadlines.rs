@@ -6,7 +6,7 @@
 //! not a timer operation. Tests: tests/net_limits.rs, tests/net_tcp_close.rs,
 //! tests/net_write_timeout.rs, tests/loop_manual_clock.rs.
 
-use crate::net::core::conn::{Conn, State};
+use crate::net::core::conn::{Conn, ConnState};
 use crate::net::core::Phase;
 use crate::timers::later;
 use crate::{Failure, Loop};
@@ -100,7 +100,7 @@ impl Conn {
 
     /// While closing and not yet flushed: abort after the linger time (see
     /// `close`, and `finish_connect` for a close made while connecting).
-    pub(crate) fn arm_linger(self: &Rc<Self>, lp: &Loop, st: &mut State) {
+    pub(crate) fn arm_linger(self: &Rc<Self>, lp: &Loop, st: &mut ConnState) {
         if matches!(st.phase, Phase::Closing(_)) && st.linger_timer.is_none() {
             let weak = Rc::downgrade(self);
             let linger = st.linger;
@@ -196,7 +196,7 @@ impl Conn {
     /// else the socket is tried. What reached the socket is progress: the
     /// core's buffer shrinking, or with a layer (which may take plaintext
     /// and send nothing), the layer's count of bytes sent.
-    fn took_some(&self, lp: &Loop, st: &mut State) -> bool {
+    fn took_some(&self, lp: &Loop, st: &mut ConnState) -> bool {
         if !st.has_output() || layer_sent(st) != st.stall_sent {
             return true;
         }
@@ -214,12 +214,12 @@ impl Conn {
     }
 }
 
-fn layer_sent(st: &State) -> Option<u64> {
+fn layer_sent(st: &ConnState) -> Option<u64> {
     st.io.as_ref().and_then(|io| io.layer_sent())
 }
 
 /// Whether a TLS handshake holds the writes back (not the peer).
-fn handshaking(st: &State) -> bool {
+fn handshaking(st: &ConnState) -> bool {
     #[cfg(feature = "tls")]
     {
         let session = st.io.as_ref().and_then(|io| io.tls_session());

@@ -2,7 +2,7 @@
 //! hold. It reaches the connection through a `Weak`, so a transport kept in
 //! its own protocol keeps neither the connection nor the loop alive.
 
-use crate::net::core::conn::{Conn, State};
+use crate::net::core::conn::{Conn, ConnState};
 use crate::net::core::{handle_identity, Phase};
 use crate::net::{ProtocolRef, SockAddr};
 use crate::{Error, Failure, Loop};
@@ -92,7 +92,7 @@ impl Transport {
         Some((conn, lp))
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> Option<R> {
+    fn with<R>(&self, f: impl FnOnce(&mut ConnState) -> R) -> Option<R> {
         let conn = self.conn.upgrade()?;
         let mut st = conn.st.borrow_mut();
         Some(f(&mut st))

@@ -81,7 +81,7 @@ impl ListenSock {
     }
 }
 
-struct State {
+struct ListenState {
     /// `None` once stopped.
     sock: Option<ListenSock>,
     ready: bool,
@@ -100,7 +100,7 @@ pub(crate) struct ListenSource {
     pub(crate) lp: WeakLoop,
     key: SourceKey,
     at: &'static Location<'static>,
-    st: RefCell<State>,
+    st: RefCell<ListenState>,
     /// `None` while it is called.
     factory: RefCell<Option<Factory>>,
     /// The connections it accepted that are still open (shared with the
@@ -128,7 +128,7 @@ pub(crate) fn listen(
             lp: lp.downgrade(),
             key,
             at,
-            st: RefCell::new(State {
+            st: RefCell::new(ListenState {
                 sock: Some(sock),
                 ready: false,
                 backoff: None,
@@ -258,7 +258,7 @@ impl Source for ListenSource {
 }
 
 impl ListenSource {
-    fn at_cap(&self, st: &State) -> bool {
+    fn at_cap(&self, st: &ListenState) -> bool {
         st.max_connections
             .is_some_and(|max| self.conns.len() >= max)
     }
@@ -374,7 +374,7 @@ impl Listener {
         &self.local
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> Option<R> {
+    fn with<R>(&self, f: impl FnOnce(&mut ListenState) -> R) -> Option<R> {
         let src = self.src.upgrade()?;
         let mut st = src.st.borrow_mut();
         st.sock.as_ref()?;

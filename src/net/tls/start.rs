@@ -5,7 +5,7 @@
 use super::config::{ClientConfig, ServerConfig};
 use super::io::{DeadlineSlot, TlsIo};
 use super::TlsError;
-use crate::net::core::conn::{connect, Conn, State};
+use crate::net::core::conn::{connect, Conn, ConnState};
 use crate::net::core::connection::{Connection, ProtocolFactory};
 use crate::net::core::io::{StreamIo, Tcp};
 use crate::net::core::Phase;
@@ -172,7 +172,7 @@ fn accept(lp: &Loop, conn: &Rc<Conn>, peer: &SockAddr, config: &ServerConfig) {
 fn layer(
     conn: &Rc<Conn>,
     lp: &Loop,
-    st: &mut State,
+    st: &mut ConnState,
     tls: rustls::Connection,
     plain_out: Vec<u8>,
     early: Vec<u8>,

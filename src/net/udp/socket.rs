@@ -26,7 +26,7 @@ use std::rc::Rc;
 /// Datagrams received from one socket in one dispatch, at most.
 pub const DATAGRAMS_PER_DISPATCH: usize = 64;
 
-pub(crate) struct State {
+pub(crate) struct DgramState {
     pub(crate) sock: Option<mio::net::UdpSocket>,
     pub(crate) phase: Phase,
     /// Datagrams the socket refused for now, with their destination
@@ -46,7 +46,7 @@ pub(crate) struct State {
     pub(crate) over_cap: bool,
 }
 
-/// What [`State::admit`] decided for a datagram about to be queued.
+/// What [`DgramState::admit`] decided for a datagram about to be queued.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Admit {
     /// Counted in; queue it.
@@ -58,10 +58,10 @@ pub(crate) enum Admit {
     DropAndTell,
 }
 
-impl State {
+impl DgramState {
     /// A new socket's state: open, nothing queued, `connection_made` owed.
-    fn new(sock: Option<mio::net::UdpSocket>) -> State {
-        State {
+    fn new(sock: Option<mio::net::UdpSocket>) -> DgramState {
+        DgramState {
             sock,
             phase: Phase::Open,
             queue: VecDeque::new(),
@@ -104,7 +104,7 @@ pub(crate) const DATAGRAM_OVERHEAD: usize = 64;
 /// datagram is dropped (UDP may drop; memory may not grow without bound).
 pub(crate) const SEND_QUEUE_CAP: usize = crate::net::DEFAULT_WRITE_BUFFER_CAP;
 
-impl State {
+impl DgramState {
     fn wants_dispatch(&self) -> bool {
         self.greet
             || matches!(self.phase, Phase::Closed(_))
@@ -120,7 +120,7 @@ pub(crate) struct Dgram {
     pub(crate) lp: WeakLoop,
     pub(crate) key: SourceKey,
     pub(crate) at: &'static Location<'static>,
-    pub(crate) st: RefCell<State>,
+    pub(crate) st: RefCell<DgramState>,
     pub(crate) proto: RefCell<Option<Box<dyn DatagramProtocol>>>,
     pub(crate) dispatching: Cell<bool>,
 }
@@ -145,7 +145,7 @@ pub(crate) fn open(
             lp: lp.downgrade(),
             key,
             at,
-            st: RefCell::new(State::new(Some(sock))),
+            st: RefCell::new(DgramState::new(Some(sock))),
             proto: RefCell::new(Some(proto)),
             dispatching: Cell::new(false),
         });
@@ -183,7 +183,7 @@ impl Dgram {
         }
     }
 
-    pub(crate) fn close_now(&self, lp: &Loop, st: &mut State, reason: Option<Failure>) {
+    pub(crate) fn close_now(&self, lp: &Loop, st: &mut DgramState, reason: Option<Failure>) {
         if matches!(st.phase, Phase::Closed(_) | Phase::Lost) {
             return;
         }
@@ -421,7 +421,7 @@ mod tests {
     /// the first drop of a burst is told.
     #[test]
     fn the_send_queue_counts_every_datagram_and_drops_over_its_cap() {
-        let mut st = State::new(None);
+        let mut st = DgramState::new(None);
         let cap = 10 * DATAGRAM_OVERHEAD;
         for _ in 0..10 {
             assert_eq!(st.admit(0, cap), Admit::Queue);

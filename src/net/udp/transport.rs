@@ -3,7 +3,7 @@
 //! Tests: tests/net_udp.rs.
 
 use crate::net::core::{handle_identity, Phase};
-use crate::net::udp::socket::{open, send_one, Admit, Dgram, State, SEND_QUEUE_CAP};
+use crate::net::udp::socket::{open, send_one, Admit, Dgram, DgramState, SEND_QUEUE_CAP};
 use crate::net::DatagramProtocol;
 use crate::{Error, Failure, Loop};
 use std::fmt;
@@ -31,7 +31,7 @@ impl DatagramTransport {
         Some((d, lp))
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> Option<R> {
+    fn with<R>(&self, f: impl FnOnce(&mut DgramState) -> R) -> Option<R> {
         let d = self.conn.upgrade()?;
         let mut st = d.st.borrow_mut();
         Some(f(&mut st))
