@@ -5,14 +5,15 @@
 #[path = "util/process.rs"]
 mod util;
 
-use deferloop::process::set_use_pidfd;
 use deferloop::EventLoop;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use util::{assert_reaped, Recorder};
 
 fn exits_and_kills_on_one_loop() {
-    set_use_pidfd(false);
+    // Every test here watches through SIGCHLD; the variable is read at each
+    // spawn, and no test in this binary wants pidfds.
+    std::env::set_var("DEFERLOOP_NO_PIDFD", "1");
     let ev = EventLoop::new().unwrap();
     let mut pids = Vec::new();
     for i in 0..5 {

@@ -17,21 +17,16 @@ use std::cell::RefCell;
 use std::os::unix::io::{AsRawFd, FromRawFd, OwnedFd};
 use std::panic::Location;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-static USE_PIDFD: AtomicBool = AtomicBool::new(true);
-
-/// Whether exits are watched through pidfds where the kernel has them
-/// (the default), or always through `SIGCHLD` (`false`: for tests of that
-/// path). Affects children spawned afterwards.
-#[doc(hidden)]
-pub fn set_use_pidfd(on: bool) {
-    USE_PIDFD.store(on, Relaxed);
-}
+/// Set (to anything) in the environment, exits are watched through
+/// `SIGCHLD` even where the kernel has pidfds: for a sandbox that refuses
+/// `pidfd_open` in a way the fallback does not notice, and for the tests of
+/// the `SIGCHLD` path (tests/process_sigchld.rs). Read at each spawn.
+const NO_PIDFD_ENV: &str = "DEFERLOOP_NO_PIDFD";
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    if !USE_PIDFD.load(Relaxed) {
+    if std::env::var_os(NO_PIDFD_ENV).is_some() {
         return None;
     }
     let pid = libc::pid_t::try_from(pid).ok()?;

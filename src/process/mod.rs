@@ -5,7 +5,7 @@
 //! non-blocking and registered with the loop as stream connections (stdin is
 //! a [`Transport`], with its write buffer and flow control). Its exit is
 //! noticed through a pidfd where the kernel has one (Linux 5.3+), else through
-//! `SIGCHLD`. `process_exited` is called once, after the exit *and* after
+//! `SIGCHLD` (also with `DEFERLOOP_NO_PIDFD` set in the environment). `process_exited` is called once, after the exit *and* after
 //! stdout and stderr reached end-of-file, so no output is lost. Every child
 //! is reaped: when it exits, or when the loop closes (killed first, unless
 //! [`detach`](Process::detach)ed; a detached child still running is waited
@@ -25,7 +25,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::rc::{Rc, Weak};
 
-pub use exit::set_use_pidfd;
 
 /// Which of the child's standard streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
