@@ -5,14 +5,14 @@
 
 /// A registered source: its slab index and generation; also its mio `Token`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SourceKey {
+pub(crate) struct SourceKey {
     pub(super) index: u32,
     pub(super) gen: u32,
 }
 
 impl SourceKey {
     /// The selector token of this source.
-    pub fn token(self) -> mio::Token {
+    pub(crate) fn token(self) -> mio::Token {
         mio::Token((self.gen as usize) << 32 | self.index as usize)
     }
 

@@ -36,28 +36,28 @@ use std::rc::Rc;
 /// What happened to a source since its last dispatch: bits of readiness the
 /// selector reported, and whether the source was woken.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Ready(u8);
+pub(crate) struct Ready(u8);
 
 impl Ready {
     /// Nothing.
-    pub const EMPTY: Ready = Ready(0);
+    pub(crate) const EMPTY: Ready = Ready(0);
     /// The selector said readable (or error / hang-up: a read will tell).
-    pub const READABLE: Ready = Ready(1);
+    pub(crate) const READABLE: Ready = Ready(1);
     /// The selector said writable (or error / hang-up: a write will tell).
-    pub const WRITABLE: Ready = Ready(2);
+    pub(crate) const WRITABLE: Ready = Ready(2);
     /// The peer closed its writing side, or hung up. An edge-triggered
     /// selector says it once: a source must remember it.
-    pub const READ_CLOSED: Ready = Ready(4);
+    pub(crate) const READ_CLOSED: Ready = Ready(4);
     /// [`Loop::wake_source`] asked for a dispatch with no readiness.
-    pub const WOKEN: Ready = Ready(8);
+    pub(crate) const WOKEN: Ready = Ready(8);
 
     /// Whether every bit of `other` is set.
-    pub fn contains(self, other: Ready) -> bool {
+    pub(crate) fn contains(self, other: Ready) -> bool {
         self.0 & other.0 == other.0
     }
 
     /// Whether no bit is set.
-    pub fn is_empty(self) -> bool {
+    pub(crate) fn is_empty(self) -> bool {
         self.0 == 0
     }
 
@@ -85,7 +85,7 @@ impl std::ops::BitOr for Ready {
 
 /// What a dispatch asks of the loop when it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PostAction {
+pub(crate) enum PostAction {
     /// Dispatch again only when new readiness (or a wake) arrives.
     Continue,
     /// Dispatch again in the next turn even if nothing new arrives (a read
@@ -101,7 +101,7 @@ pub enum PostAction {
 /// [`Loop::insert_source`] gets the selector's registry), and deregisters it
 /// before it calls [`Loop::remove_source`]. It keeps its state behind its own
 /// `Cell`s/`RefCell`s, borrowed only while no user code runs.
-pub trait Source: Any {
+pub(crate) trait Source: Any {
     /// Step 6, once per turn in which the source was ready or woken: `ready`
     /// is everything reported since the last dispatch. Runs with no borrow of
     /// the loop held; a panic that escapes is caught and reported by the loop.
