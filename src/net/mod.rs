@@ -78,7 +78,7 @@ pub use self::core::conn::{
 pub use self::core::connection::{Connection, ProtocolFactory, ProtocolRef};
 pub(crate) use self::core::transport::gone_write;
 pub use self::core::transport::Transport;
-pub use blocks::relay::{pipe, relay};
+pub use blocks::relay::{copy, relay};
 pub use blocks::stream::{Stream, StreamProtocol};
 pub use blocks::stream_state::{IncompleteRead, LineTooLong, DEFAULT_READ_LIMIT};
 pub use open::adopt::bind_reuseport;

@@ -1,5 +1,5 @@
-//! Pipes and relays: one [`Stream`]'s bytes written into another, with flow
-//! control both ways and half-closes passed on. Owns [`pipe`], [`relay`] and
+//! Copies and relays: one [`Stream`]'s bytes written into another, with flow
+//! control both ways and half-closes passed on. Owns [`copy`], [`relay`] and
 //! the producer that pauses the source; the source's `Tap` is its state's
 //! (`stream_state.rs`). Tests: tests/net_relay_*.rs.
 
@@ -11,8 +11,8 @@ use std::cell::RefCell;
 use std::io;
 use std::rc::{Rc, Weak};
 
-/// The producer a pipe registers with its destination: pauses and resumes
-/// the source's reading; fails the pipe if the destination goes.
+/// The producer a copy registers with its destination: pauses and resumes
+/// the source's reading; fails the copy if the destination goes.
 struct Hold {
     source: Weak<StreamCell>,
     transport: Transport,
@@ -55,24 +55,25 @@ impl Producer for Hold {
 
 /// Writes everything `from` receives into `to` until `from`'s end of file,
 /// which is passed on as a half-close (`to.write_eof()`): Twisted's
-/// `registerProducer` with one connection as the other's producer. While
+/// `registerProducer` with one connection as the other's producer; tokio's
+/// `io::copy`, with the end of file passed on. While
 /// `to`'s write buffer is above its high-water mark, `from` is not read.
 ///
 /// The Deferred fires with the number of bytes passed on, or fails if `from`
 /// is lost first (with its reason) or `to` goes first (with its reason, or a
 /// `BrokenPipe` `io::Error`). Neither connection is closed: see [`relay`].
 /// What `from` had buffered is passed on first; reads on `from` wait until
-/// the pipe is over.
+/// the copy is over.
 ///
 /// # Examples
-/// An echo server is a stream piped into itself:
+/// An echo server is a stream copied into itself:
 /// ```
-/// use deferloop::net::{pipe, Stream};
+/// use deferloop::net::{copy, Stream};
 /// use deferloop::EventLoop;
 ///
 /// let ev = EventLoop::new()?;
 /// let (s, peer) = Stream::open_memory(&ev)?;
-/// let echoed = pipe(&s, &s);
+/// let echoed = copy(&s, &s);
 /// peer.send(b"hello");
 /// peer.send_eof();
 /// assert_eq!(ev.run_until(echoed).unwrap(), 5);
@@ -80,7 +81,7 @@ impl Producer for Hold {
 /// assert!(peer.got_eof());
 /// # Ok::<(), deferloop::Error>(())
 /// ```
-pub fn pipe(from: &Stream, to: &Stream) -> Deferred<u64> {
+pub fn copy(from: &Stream, to: &Stream) -> Deferred<u64> {
     let (d, done) = Deferred::new();
     // `from` is paused for `to`'s sake, not for its own write buffer.
     from.set_read_while_write_paused(true);
@@ -102,7 +103,7 @@ pub fn pipe(from: &Stream, to: &Stream) -> Deferred<u64> {
         (Some(reason), false) => tap.source_lost(reason),
         (_, true) => tap.source_ended(),
         (None, false) => {
-            // A pipe it replaces is dropped with the stream unborrowed: its
+            // A copy it replaces is dropped with the stream unborrowed: its
             // Resolver's callbacks may use the stream.
             let old = from.shared.borrow_mut().tap.replace(tap);
             drop(old);
@@ -147,9 +148,9 @@ pub fn relay(a: &Stream, b: &Stream) -> Deferred<(u64, u64)> {
         done: Some(done),
         sides: [a.transport.clone(), b.transport.clone()],
     }));
-    for (i, piped) in [pipe(a, b), pipe(b, a)].into_iter().enumerate() {
+    for (i, copied) in [copy(a, b), copy(b, a)].into_iter().enumerate() {
         let state = state.clone();
-        let _ = piped.add_both(move |r: Result<u64, Failure>| {
+        let _ = copied.add_both(move |r: Result<u64, Failure>| {
             Relay::finished(&state, i, r);
             Ok::<(), Failure>(())
         });

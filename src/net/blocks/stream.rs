@@ -1,7 +1,7 @@
 //! Reading a connection with Deferreds: [`Stream`] (asyncio's `StreamReader`
 //! and `StreamWriter` in one cheap handle), [`StreamProtocol`] (the protocol
 //! that feeds it). The state under it, and the errors a read fails with, are
-//! `stream_state.rs`; producers live in `producer.rs`, pipes and relays in
+//! `stream_state.rs`; producers live in `producer.rs`, copies and relays in
 //! `relay.rs`.
 //! Tests: tests/net_stream_*.rs.
 
@@ -420,7 +420,7 @@ impl Protocol for StreamProtocol {
     }
 
     fn data_received(&mut self, t: &Transport, data: &[u8]) {
-        let piped = {
+        let copied = {
             let mut st = self.shared.borrow_mut();
             match &mut st.tap {
                 Some(tap) => {
@@ -433,7 +433,7 @@ impl Protocol for StreamProtocol {
                 }
             }
         };
-        if !piped {
+        if !copied {
             pump(&self.shared, t);
         }
     }

@@ -1,7 +1,7 @@
 //! A [`Stream`](crate::net::Stream)'s state: its buffer, its queue of reads, how
 //! reads complete (at constant stack depth), when reading pauses, and what the
 //! connection's loss does to them; the errors a read fails with; the
-//! registered producer and where a piped stream's bytes go (its `Tap`). The
+//! registered producer and where a copied stream's bytes go (its `Tap`). The
 //! handle is `stream.rs`; this file imports nothing else of `net/blocks/`.
 
 use crate::deferred::Spare;
@@ -158,7 +158,7 @@ pub(super) struct StreamState {
     pub(super) spare: Option<Spare>,
     pub(super) delivering: bool,
     pub(super) scheduled: bool,
-    /// A consumer this stream is piped into asked it to pause.
+    /// A consumer this stream is copied into asked it to pause.
     pub(super) held: bool,
     /// Whether this stream paused its transport's reading.
     pub(super) paused: bool,
@@ -168,7 +168,7 @@ pub(super) struct StreamState {
     /// The producer writing into this stream (see `producer.rs`).
     pub(super) producer: Option<Box<dyn Producer>>,
     pub(super) producer_gen: u64,
-    /// Where this stream's bytes go while it is piped (see `relay.rs`).
+    /// Where this stream's bytes go while it is copied (see `relay.rs`).
     pub(super) tap: Option<Tap>,
 }
 
@@ -391,7 +391,7 @@ pub(super) fn update_reading(shared: &StreamCell, transport: &Transport) {
 }
 
 /// The connection is gone (or never came up): fail what waits, stop the
-/// producer, end the pipe.
+/// producer, end the copy.
 pub(super) fn lost(shared: &Rc<StreamCell>, reason: Option<Failure>) {
     let (waiters, producer, tap) = {
         let mut st = shared.borrow_mut();
@@ -449,7 +449,7 @@ pub(super) fn notify(shared: &StreamCell, pause: bool) {
     }
 }
 
-/// Where a piped stream's bytes go: kept in the source's state.
+/// Where a copied stream's bytes go: kept in the source's state.
 pub(super) struct Tap {
     pub(super) to: Transport,
     pub(super) to_shared: Weak<StreamCell>,
