@@ -25,7 +25,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::rc::{Rc, Weak};
 
-
 /// Which of the child's standard streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ChildPipe {

@@ -1,5 +1,6 @@
-//! The stream connection core: one source type for TCP, Unix and in-memory
-//! connections, whatever their [`StreamIo`]. Owns `Conn` and its dispatch.
+//! The connection core's state and source: one source type for TCP, Unix,
+//! pipe and in-memory connections, whatever their [`Wire`]. Owns `Conn`,
+//! `ConnState`, the write path and connecting; the dispatch is `dispatch.rs`.
 //!
 //! Readiness: a connection is registered once, for reading *and* writing,
 //! edge-triggered. It keeps "readable" and "writable" flags and clears them
@@ -16,7 +17,7 @@
 
 use crate::deferred::LoopClosed;
 use crate::net::core::buffer::WriteBuf;
-use crate::net::core::io::StreamIo;
+use crate::net::core::io::Wire;
 use crate::net::core::{self, Phase};
 use crate::net::{Connection, Protocol, SockAddr, Transport};
 use crate::reactor::{Ready, Source, SourceKey, WeakLoop};
@@ -60,7 +61,7 @@ pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The state of one stream connection. Borrowed only while no user code runs.
 pub(crate) struct ConnState {
-    pub(crate) io: Option<Box<dyn StreamIo>>,
+    pub(crate) io: Option<Box<dyn Wire>>,
     pub(crate) phase: Phase,
     /// While connecting: the Deferred to fire, and what errors name as the
     /// destination (an address, or the host name being connected to).
@@ -109,7 +110,7 @@ pub(crate) struct ConnState {
     /// Since when output has waited on a socket that said `WouldBlock` (and
     /// gave no writable edge since): see `deadlines.rs`.
     pub(crate) stalled_since: Option<Instant>,
-    /// What the layer had sent when the stall began (`StreamIo::layer_sent`):
+    /// What the layer had sent when the stall began (`Wire::layer_sent`):
     /// it also sends outside the core's flush (a write, an EOF, a read).
     pub(crate) stall_sent: Option<u64>,
     /// `close()` called while connecting: the reason, to close with once up.
@@ -177,7 +178,7 @@ impl Conn {
     /// Registers a new stream, connected (`connect` is `None`) or connecting.
     pub(crate) fn open(
         lp: &Loop,
-        mut io: Box<dyn StreamIo>,
+        mut io: Box<dyn Wire>,
         proto: Box<dyn Protocol>,
         connect: Option<String>,
         at: &'static Location<'static>,
@@ -430,7 +431,7 @@ impl Conn {
     /// A layer's own output (TLS records) goes before what is buffered; a
     /// layer may also become writable without a socket edge (its handshake
     /// done). Returns whether the buffer may be flushed now. (Hook: a plain
-    /// socket has neither, see `StreamIo::has_pending`.)
+    /// socket has neither, see `Wire::has_pending`.)
     fn flush_layer(&self, lp: &Loop, st: &mut ConnState) -> bool {
         let Some(io) = st.io.as_mut() else {
             return true;
@@ -547,7 +548,7 @@ impl Conn {
 /// dropped uncalled.
 pub(crate) fn connect<P: Protocol>(
     lp: &Loop,
-    io: io::Result<Box<dyn StreamIo>>,
+    io: io::Result<Box<dyn Wire>>,
     to: SockAddr,
     protocol: P,
     at: &'static Location<'static>,
@@ -590,7 +591,7 @@ pub(crate) fn connect<P: Protocol>(
 }
 
 /// Writes as much of `parts` (`total` bytes) as the socket takes now.
-fn write_parts_now(io: &mut dyn StreamIo, parts: &[&[u8]], total: usize) -> io::Result<usize> {
+fn write_parts_now(io: &mut dyn Wire, parts: &[&[u8]], total: usize) -> io::Result<usize> {
     let mut n = 0;
     while n < total {
         let r = if parts.len() == 1 {

@@ -178,7 +178,7 @@ impl Conn {
                         // A short read emptied the socket: the next data brings
                         // a new edge. Unless the peer's FIN was signalled: its
                         // edge is spent, so read on to the end-of-file. (Or a
-                        // layer holds more: see `StreamIo::has_more_input`.)
+                        // layer holds more: see `Wire::has_more_input`.)
                         let spent = io.take_spent();
                         if n < limit && !spent && !st.read_closed && !io.has_more_input() {
                             st.read_ready = false;
@@ -387,7 +387,7 @@ impl Source for Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::core::io::StreamIo;
+    use crate::net::core::io::Wire;
     use crate::net::SockAddr;
     use crate::reactor::Ready;
     use crate::EventLoop;
@@ -403,7 +403,7 @@ mod tests {
         key: Rc<Cell<Option<SourceKey>>>,
     }
 
-    impl StreamIo for Scripted {
+    impl Wire for Scripted {
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             match self.script.pop_front() {
                 Some(Some(data)) => {

@@ -1,5 +1,6 @@
-//! The socket-specific part of a stream connection: the [`StreamIo`] trait and
-//! its two kernel implementations, TCP and Unix sockets. Everything else about
+//! What carries a connection's bytes: the [`Wire`] trait (a socket, a pipe,
+//! memory, or TLS over another wire) and its two kernel implementations, TCP
+//! and Unix sockets. Everything else about
 //! a connection (buffering, flow control, the protocol's calls) is written once,
 //! in `conn.rs`; the in-memory transport and a child's pipes (`net/open/`)
 //! implement the same trait.
@@ -13,9 +14,10 @@ use std::os::unix::io::{AsRawFd, RawFd};
 /// [`write_vectored`]).
 const COALESCE: usize = 4096;
 
-/// A connected (or connecting) byte stream, as the connection core uses it.
+/// What carries a connection's bytes, connected or connecting, as the
+/// connection core uses it.
 /// Every method is non-blocking: `WouldBlock` means "not now".
-pub(crate) trait StreamIo: 'static {
+pub(crate) trait Wire: 'static {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
     fn write(&mut self, data: &[u8]) -> io::Result<usize>;
     /// Writes a prefix of `parts`; see [`write_vectored`].
@@ -108,7 +110,7 @@ pub(crate) trait StreamIo: 'static {
 /// write to a peer that vanished would raise SIGPIPE and kill a process that
 /// does not ignore it; tests/net_faults.rs runs that case with SIGPIPE at
 /// its default action.) Elsewhere, [`write_vectored`]'s copy.
-fn socket_write_vectored<S: StreamIo + AsRawFd + ?Sized>(
+fn socket_write_vectored<S: Wire + AsRawFd + ?Sized>(
     s: &mut S,
     parts: &[IoSlice<'_>],
 ) -> io::Result<usize> {
@@ -150,7 +152,7 @@ fn socket_write_vectored<S: StreamIo + AsRawFd + ?Sized>(
 /// The parts are copied into one buffer, up to 4 KiB, and sent with one
 /// `write`: still one call for a header and a body; a first part at least
 /// that large is written alone, uncopied.
-pub(crate) fn write_vectored<S: StreamIo + ?Sized>(
+pub(crate) fn write_vectored<S: Wire + ?Sized>(
     s: &mut S,
     parts: &[IoSlice<'_>],
 ) -> io::Result<usize> {
@@ -174,7 +176,7 @@ pub(crate) fn write_vectored<S: StreamIo + ?Sized>(
 /// What a kernel stream socket needs beyond `Read + Write`.
 macro_rules! kernel_stream {
     ($ty:ty, $name:expr, $addr:expr) => {
-        impl StreamIo for $ty {
+        impl Wire for $ty {
             fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
                 Read::read(self, buf)
             }
@@ -233,21 +235,21 @@ kernel_stream!(mio::net::UnixStream, "unix", SockAddr::from_unix);
 /// and a second trait would be heavier than this.)
 pub(crate) struct Tcp(pub(crate) mio::net::TcpStream);
 
-impl StreamIo for Tcp {
+impl Wire for Tcp {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        StreamIo::read(&mut self.0, buf)
+        Wire::read(&mut self.0, buf)
     }
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        StreamIo::write(&mut self.0, data)
+        Wire::write(&mut self.0, data)
     }
     fn write_vectored(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize> {
-        StreamIo::write_vectored(&mut self.0, parts)
+        Wire::write_vectored(&mut self.0, parts)
     }
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.0.shutdown_write()
     }
     fn take_error(&mut self) -> io::Result<Option<io::Error>> {
-        StreamIo::take_error(&mut self.0)
+        Wire::take_error(&mut self.0)
     }
     fn connect_result(&mut self) -> io::Result<bool> {
         let up = self.0.connect_result()?;
@@ -257,16 +259,16 @@ impl StreamIo for Tcp {
         Ok(up)
     }
     fn peer_addr(&self) -> io::Result<SockAddr> {
-        StreamIo::peer_addr(&self.0)
+        Wire::peer_addr(&self.0)
     }
     fn local_addr(&self) -> io::Result<SockAddr> {
-        StreamIo::local_addr(&self.0)
+        Wire::local_addr(&self.0)
     }
     fn register(&mut self, r: &mio::Registry, token: mio::Token) -> io::Result<()> {
         self.0.register(r, token)
     }
     fn deregister(&mut self, r: &mio::Registry) {
-        StreamIo::deregister(&mut self.0, r)
+        Wire::deregister(&mut self.0, r)
     }
     fn fd(&self) -> Option<RawFd> {
         Some(self.0.as_raw_fd())

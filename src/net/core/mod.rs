@@ -4,7 +4,7 @@
 //! write path, connecting), its dispatch (`dispatch.rs`: connect completion,
 //! flush, flow-control notes, reads, `connection_lost`), its deadlines
 //! (`deadlines.rs`), its write buffer and flow control (`buffer.rs`) and the
-//! socket I/O under it (`io.rs`: the [`StreamIo`](io::StreamIo) trait, TCP and
+//! socket I/O under it (`io.rs`: the [`Wire`](io::StreamIo) trait, TCP and
 //! Unix sockets). Exposes the handles users hold: `Transport`
 //! (`transport.rs`), `Connection`, `ProtocolRef`, `ProtocolFactory`
 //! (`connection.rs`).

@@ -439,7 +439,7 @@ impl Transport {
 
     fn query<R>(
         &self,
-        f: impl FnOnce(&dyn crate::net::core::io::StreamIo) -> io::Result<R>,
+        f: impl FnOnce(&dyn crate::net::core::io::Wire) -> io::Result<R>,
     ) -> io::Result<R> {
         self.with(|s| s.io.as_deref().map(f))
             .flatten()

@@ -5,7 +5,7 @@
 //! Tests: tests/cores.rs, tests/net_adopt.rs.
 
 use crate::net::core::connection::ProtocolFactory;
-use crate::net::core::io::{StreamIo, Tcp};
+use crate::net::core::io::{Tcp, Wire};
 use crate::net::open::listener::{self, ListenSock, Listener};
 use crate::net::{core::conn::Conn, Protocol, SockAddr, Transport};
 use crate::{Error, Loop};
@@ -76,7 +76,7 @@ impl Loop {
         }
         stream.set_nonblocking(true)?;
         let _ = stream.set_nodelay(true);
-        let io = Box::new(Tcp(mio::net::TcpStream::from_std(stream))) as Box<dyn StreamIo>;
+        let io = Box::new(Tcp(mio::net::TcpStream::from_std(stream))) as Box<dyn Wire>;
         let conn = Conn::open(self, io, protocol, None, at)?;
         conn.start(self);
         Ok(conn.transport())

@@ -14,7 +14,7 @@
 
 use crate::deferred::LoopClosed;
 use crate::net::core::conn::Conn;
-use crate::net::core::io::{StreamIo, Tcp};
+use crate::net::core::io::{Tcp, Wire};
 use crate::net::core::Phase;
 use crate::net::open::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT};
 use crate::net::{
@@ -60,7 +60,7 @@ impl Default for ConnectOptions {
 /// The connection's stream until an attempt wins: never connected.
 struct Placeholder;
 
-impl StreamIo for Placeholder {
+impl Wire for Placeholder {
     fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
         Err(io::ErrorKind::WouldBlock.into())
     }
@@ -226,7 +226,7 @@ impl Race {
         });
         self.end(lp);
         let Some(conn) = self.wanted() else { return };
-        let mut io: Box<dyn StreamIo> = Box::new(Tcp(stream));
+        let mut io: Box<dyn Wire> = Box::new(Tcp(stream));
         let fd: Option<RawFd> = io.fd();
         if let Err(e) = lp.with_selector(|r| io.register(r, conn.key.token())) {
             return fail_conn(lp, &conn, Failure::new(e));
@@ -261,7 +261,7 @@ impl Source for Race {
                 let Some((_, s)) = attempts.get_mut(i) else {
                     break;
                 };
-                StreamIo::connect_result(s)
+                Wire::connect_result(s)
             };
             match outcome {
                 Ok(false) => i += 1,

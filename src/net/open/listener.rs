@@ -10,7 +10,7 @@
 //! Tests: tests/net_tcp_echo.rs, tests/net_accept_backoff.rs.
 
 use crate::net::core::conn::Conn;
-use crate::net::core::io::{StreamIo, Tcp};
+use crate::net::core::io::{Tcp, Wire};
 use crate::net::open::drain::Tracker;
 use crate::net::{Protocol, SockAddr};
 use crate::reactor::{ExceptionContext, PostAction, Ready, Source, SourceKey, WeakLoop};
@@ -54,15 +54,15 @@ impl Drop for UnlinkOnDrop {
 }
 
 impl ListenSock {
-    fn accept(&self) -> io::Result<(Box<dyn StreamIo>, SockAddr)> {
+    fn accept(&self) -> io::Result<(Box<dyn Wire>, SockAddr)> {
         match self {
             ListenSock::Tcp(l) => l.accept().map(|(s, peer)| {
                 let _ = s.set_nodelay(true);
-                (Box::new(Tcp(s)) as Box<dyn StreamIo>, SockAddr::Inet(peer))
+                (Box::new(Tcp(s)) as Box<dyn Wire>, SockAddr::Inet(peer))
             }),
             ListenSock::Unix { sock, .. } => sock
                 .accept()
-                .map(|(s, peer)| (Box::new(s) as Box<dyn StreamIo>, SockAddr::from_unix(peer))),
+                .map(|(s, peer)| (Box::new(s) as Box<dyn Wire>, SockAddr::from_unix(peer))),
         }
     }
 
@@ -266,7 +266,7 @@ impl ListenSource {
     fn accept_one(
         self: &Rc<Self>,
         lp: &Loop,
-        io: Box<dyn StreamIo>,
+        io: Box<dyn Wire>,
         peer: &SockAddr,
         factory: &mut Factory,
     ) {

@@ -30,7 +30,7 @@
 //! ```
 
 use crate::net::core::conn::Conn;
-use crate::net::core::io::StreamIo;
+use crate::net::core::io::Wire;
 use crate::net::{Protocol, SockAddr, Transport};
 use crate::reactor::{Ready, SourceKey, WeakLoop};
 use crate::{Error, Loop};
@@ -64,7 +64,7 @@ struct MemoryIo {
     pipe: Rc<RefCell<Pipe>>,
 }
 
-impl StreamIo for MemoryIo {
+impl Wire for MemoryIo {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut p = self.pipe.borrow_mut();
         if p.reset {

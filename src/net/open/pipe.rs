@@ -1,10 +1,10 @@
-//! A child process's pipes as streams: [`PipeIo`], a [`StreamIo`] over one
+//! A child process's pipes as streams: [`PipeIo`], a [`Wire`] over one
 //! end of a non-blocking pipe, so a child's stdin gets the same write buffer
 //! and flow control as a socket, and its stdout/stderr the same reads.
 //! Owns `PipeIo` and `open`. Used by `crate::process`; tests: tests/process_*.rs.
 
 use crate::net::core::conn::Conn;
-use crate::net::core::io::StreamIo;
+use crate::net::core::io::Wire;
 use crate::net::{Protocol, SockAddr, Transport};
 use crate::{Error, Loop};
 use mio::unix::pipe::{Receiver, Sender};
@@ -25,7 +25,7 @@ fn not_a_socket() -> io::Error {
     io::Error::new(io::ErrorKind::Unsupported, "a pipe has no address")
 }
 
-impl StreamIo for PipeIo {
+impl Wire for PipeIo {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             PipeIo::Read(rx) => rx.read(buf),

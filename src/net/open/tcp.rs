@@ -4,7 +4,7 @@
 
 use crate::net::core::conn::connect;
 use crate::net::core::connection::{Connection, ProtocolFactory};
-use crate::net::core::io::{StreamIo, Tcp};
+use crate::net::core::io::{Tcp, Wire};
 use crate::net::open::listener::{self, ListenSock, Listener};
 use crate::net::{Protocol, SockAddr};
 use crate::{Error, Loop};
@@ -78,7 +78,7 @@ impl Loop {
     /// ```
     #[track_caller]
     pub fn connect_tcp<P: Protocol>(&self, addr: SocketAddr, protocol: P) -> Connection<P> {
-        let io = mio::net::TcpStream::connect(addr).map(|s| Box::new(Tcp(s)) as Box<dyn StreamIo>);
+        let io = mio::net::TcpStream::connect(addr).map(|s| Box::new(Tcp(s)) as Box<dyn Wire>);
         connect(self, io, addr.into(), protocol, Location::caller())
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::net::core::conn::connect;
 use crate::net::core::connection::{Connection, ProtocolFactory};
-use crate::net::core::io::StreamIo;
+use crate::net::core::io::Wire;
 use crate::net::open::listener::{self, ListenSock, Listener, UnlinkOnDrop};
 use crate::net::{Protocol, SockAddr};
 use crate::{Error, Loop};
@@ -49,7 +49,7 @@ impl Loop {
     pub fn connect_unix<P: Protocol>(&self, path: impl AsRef<Path>, protocol: P) -> Connection<P> {
         let path = path.as_ref();
         let to = SockAddr::Unix(Some(path.to_path_buf()));
-        let io = mio::net::UnixStream::connect(path).map(|s| Box::new(s) as Box<dyn StreamIo>);
+        let io = mio::net::UnixStream::connect(path).map(|s| Box::new(s) as Box<dyn Wire>);
         connect(self, io, to, protocol, Location::caller())
     }
 }
