@@ -40,7 +40,7 @@ pub trait Clock: Clone + 'static {
 /// [`Deferred::add_timeout`](crate::Deferred::add_timeout),
 /// [`defer_later`](crate::defer_later) and [`LoopingCall`](crate::LoopingCall)
 /// take an `AsClock`, so the owning [`EventLoop`](crate::EventLoop) works where its
-/// [`Loop`](crate::Loop) handle does: `&ev`, `&ev.handle()`, the `&Loop` a callback gets,
+/// [`Loop`](crate::Loop) handle does: `&ev`, `&ev.to_loop()`, the `&Loop` a callback gets,
 /// and a [`ManualClock`] or `&ManualClock` in tests. Every [`Clock`] is one.
 ///
 /// # Examples
@@ -50,7 +50,7 @@ pub trait Clock: Clone + 'static {
 ///
 /// let ev = EventLoop::new()?;
 /// let (d, _r) = Deferred::<()>::new();
-/// let d = d.add_timeout(Duration::from_millis(5), &ev); // `&ev.handle()` works too
+/// let d = d.add_timeout(Duration::from_millis(5), &ev); // `&ev.to_loop()` works too
 /// assert!(ev.run_until(d).unwrap_err().check::<TimedOut>());
 /// # Ok::<(), deferloop::Error>(())
 /// ```

@@ -68,7 +68,7 @@ fn a_flooding_connection_does_not_delay_a_ping_on_another() {
     let per_turn = Rc::new(RefCell::new(Vec::new()));
     let conns = Rc::new(RefCell::new(Vec::new()));
     let (lp, fb, pt, cs) = (
-        ev.handle(),
+        ev.to_loop(),
         flood_bytes.clone(),
         per_turn.clone(),
         conns.clone(),
@@ -115,7 +115,7 @@ fn a_flooding_connection_does_not_delay_a_ping_on_another() {
             ev.connect_tcp(
                 addr,
                 Pinger {
-                    lp: ev.handle(),
+                    lp: ev.to_loop(),
                     got_pong_at: got_pong_at.clone(),
                     got: got.clone(),
                 },

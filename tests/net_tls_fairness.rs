@@ -46,7 +46,7 @@ fn flood(len: usize, updates: usize, messages: usize) -> (Vec<u8>, usize) {
     let pki = tls::localhost();
     let ev = EventLoop::new().unwrap();
     let per_turn = Rc::new(RefCell::new(Vec::new()));
-    let (lp, pt) = (ev.handle(), per_turn.clone());
+    let (lp, pt) = (ev.to_loop(), per_turn.clone());
     let l = ev
         .listen_tls(
             "127.0.0.1:0".parse().unwrap(),

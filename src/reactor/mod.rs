@@ -183,7 +183,7 @@ impl EventLoop {
     ///
     /// let clock = ManualClock::new();
     /// let ev = EventLoop::with_manual_clock(clock.clone())?;
-    /// let d = deferloop::defer_later(&ev.handle(), Duration::from_secs(3600), || Ok(42));
+    /// let d = deferloop::defer_later(&ev.to_loop(), Duration::from_secs(3600), || Ok(42));
     /// clock.advance(Duration::from_secs(3600)); // an hour, at once
     /// assert_eq!(ev.run_until(d).unwrap(), 42);
     /// # Ok::<(), deferloop::Error>(())
@@ -235,8 +235,9 @@ impl EventLoop {
         })
     }
 
-    /// A handle to this loop (the same as `(*ev).clone()`).
-    pub fn handle(&self) -> Loop {
+    /// The loop as a [`Loop`], the cheap strong handle callbacks get (the
+    /// same as `(*ev).clone()`). Not a [`Handle`], which is one scheduled call.
+    pub fn to_loop(&self) -> Loop {
         self.lp.clone()
     }
 }

@@ -234,7 +234,7 @@ impl CrossThread {
 /// single-threaded API from another thread does not compile:
 /// ```compile_fail
 /// let ev = deferloop::EventLoop::new().unwrap();
-/// let lp = ev.handle();
+/// let lp = ev.to_loop();
 /// std::thread::spawn(move || lp.stop()); // `Loop` is not `Send`
 /// ```
 ///

@@ -134,7 +134,7 @@ pub fn copy(from: &Stream, to: &Stream) -> Deferred<u64> {
 ///
 /// let ev = EventLoop::new()?;
 /// let target = "127.0.0.1:7000".parse()?;
-/// let lp = ev.handle();
+/// let lp = ev.to_loop();
 /// Stream::listen_tcp(&ev, "127.0.0.1:7002".parse()?, move |client| {
 ///     let _ = relay(&client, &Stream::connect(&lp, target));
 /// })?;

@@ -497,7 +497,7 @@ mod tests {
     #[test]
     fn a_burst_s_capacity_is_given_back_once_read() {
         let ev = crate::EventLoop::new().unwrap();
-        let mut st = StreamState::new(ev.handle().downgrade());
+        let mut st = StreamState::new(ev.to_loop().downgrade());
         st.push(&vec![7; 300 * 1024]);
         // Read in pieces, as `read_exactly` and `read_line` consume.
         st.consume(200 * 1024);

@@ -458,7 +458,7 @@ mod tests {
 
     fn setup(script: &[Option<&'static [u8]>]) -> Setup {
         let ev = EventLoop::new().unwrap();
-        let lp = ev.handle();
+        let lp = ev.to_loop();
         let key = Rc::new(Cell::new(None));
         let io = Scripted {
             script: script.iter().copied().collect(),

@@ -73,7 +73,7 @@ impl Loop {
     /// let d = ev
     ///     .connect_tcp("127.0.0.1:7".parse().unwrap(), P)
     ///     .connected()
-    ///     .add_timeout(Duration::from_secs(5), &ev.handle());
+    ///     .add_timeout(Duration::from_secs(5), &ev.to_loop());
     /// # Ok::<(), deferloop::Error>(())
     /// ```
     #[track_caller]
