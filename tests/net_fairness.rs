@@ -3,7 +3,7 @@
 
 mod util;
 
-use deferloop::net::{Protocol, Transport, READ_BUDGET};
+use deferloop::net::{Limits, Protocol, Transport};
 use deferloop::{EventLoop, Loop};
 use std::cell::{Cell, RefCell};
 use std::io::Write;
@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use util::run_until;
+
+const READ_BUDGET: usize = Limits::DEFAULT.read_budget;
 
 const T: Duration = Duration::from_secs(20);
 

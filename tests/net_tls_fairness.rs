@@ -10,13 +10,15 @@
 mod tls;
 mod util;
 
-use deferloop::net::{Protocol, Transport, READ_BUDGET};
+use deferloop::net::{Limits, Protocol, Transport};
 use deferloop::{EventLoop, Loop};
 use std::cell::RefCell;
 use std::io::Write;
 use std::rc::Rc;
 use std::time::Duration;
 use util::run_until;
+
+const READ_BUDGET: usize = Limits::DEFAULT.read_budget;
 
 const T: Duration = Duration::from_secs(30);
 

@@ -8,13 +8,14 @@
 //! `set_write_buffer_limits` (gh-127655, python/asyncio#140).
 //! Tests: below, and tests/net_flow_control.rs.
 
+use crate::net::Limits;
 use crate::Error;
 use std::cell::Cell;
 
 /// Default high-water mark: above it the protocol is paused (asyncio's 64 KiB).
-pub const DEFAULT_HIGH_WATER: usize = 64 * 1024;
+pub(crate) const DEFAULT_HIGH_WATER: usize = Limits::DEFAULT.high_water;
 /// Default low-water mark: at or below it a paused protocol is resumed (16 KiB).
-pub const DEFAULT_LOW_WATER: usize = 16 * 1024;
+pub(crate) const DEFAULT_LOW_WATER: usize = Limits::DEFAULT.low_water;
 
 /// Capacity kept once the buffer empties: enough for a burst of the default
 /// high-water size, so that steady traffic reuses one allocation.

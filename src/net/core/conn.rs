@@ -9,7 +9,7 @@
 //! protocol that pauses reading loses no wake-up.
 //!
 //! A dispatch: (connect completion) → flush the write buffer → tell the
-//! protocol about flow control → read, at most [`READ_BUDGET`] bytes, one
+//! protocol about flow control → read, at most [`Limits::read_budget`] bytes, one
 //! `data_received` per read → flush what the protocol wrote → tell it again →
 //! deliver `connection_lost` if the connection closed. If the budget ran out
 //! with data left, the connection asks for the next turn instead of starving
@@ -19,7 +19,7 @@ use crate::deferred::LoopClosed;
 use crate::net::core::buffer::WriteBuf;
 use crate::net::core::io::Wire;
 use crate::net::core::{self, Phase};
-use crate::net::{Connection, Protocol, SockAddr, Transport};
+use crate::net::{Connection, Limits, Protocol, SockAddr, Transport};
 use crate::reactor::{Ready, Source, SourceKey, WeakLoop};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
 use smallvec::SmallVec;
@@ -29,35 +29,8 @@ use std::panic::Location;
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
-/// Bytes read from one connection in one dispatch, at most; then the others
-/// get their turn (asyncio reads 256 KiB per callback, once per turn).
-///
-/// A TLS connection also counts the records it reads against it: their
-/// bytes, and 2 KiB more for each record (a key update costs about as much
-/// to process as 3 KiB of data to decrypt). asyncio's and Twisted's budgets
-/// count plaintext only, so a peer that streams records carrying almost
-/// none holds their loop for as long as it keeps the socket full; here it
-/// gets about a millisecond per turn (tests/net_tls_fairness.rs).
-pub const READ_BUDGET: usize = 256 * 1024;
-
-/// Default hard cap on a connection's write buffer: past it the connection is
-/// aborted with [`WriteBufferFull`](crate::net::WriteBufferFull).
-pub const DEFAULT_WRITE_BUFFER_CAP: usize = 64 * 1024 * 1024;
-
 /// Writes of at least this many bytes are never held back to be coalesced.
 const COALESCE_BELOW: usize = 4096;
-
-/// Default time a connect may take (Twisted's `connectTCP` uses 30 s too);
-/// see [`Connection::connect_timeout`].
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Default time a graceful `close` may take to flush before it aborts.
-pub const DEFAULT_LINGER: Duration = Duration::from_secs(30);
-
-/// Default time output may wait on a peer that takes none of it before the
-/// connection aborts (nginx's `send_timeout`); see
-/// [`Transport::set_write_timeout`].
-pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The state of one stream connection. Borrowed only while no user code runs.
 pub(crate) struct ConnState {
@@ -93,6 +66,8 @@ pub(crate) struct ConnState {
     /// in the same turn are coalesced in the buffer.
     pub(crate) direct_turn: u64,
     pub(crate) cap: usize,
+    /// Bytes one dispatch reads at most (`Limits::read_budget`).
+    pub(crate) read_budget: usize,
     pub(crate) linger: Duration,
     pub(crate) linger_timer: Option<Handle>,
     /// Fails the connect if it is not up in time.
@@ -213,8 +188,9 @@ impl Conn {
                     made: false,
                     dropped_writes: 0,
                     direct_turn: u64::MAX,
-                    cap: DEFAULT_WRITE_BUFFER_CAP,
-                    linger: DEFAULT_LINGER,
+                    cap: Limits::DEFAULT.write_buffer_cap,
+                    read_budget: Limits::DEFAULT.read_budget,
+                    linger: Limits::DEFAULT.linger,
                     linger_timer: None,
                     close_when_up: None,
                     redeliver: false,
@@ -222,7 +198,7 @@ impl Conn {
                     idle_timeout: None,
                     idle_timer: None,
                     last_read: Instant::now(),
-                    write_timeout: Some(DEFAULT_WRITE_TIMEOUT),
+                    write_timeout: Limits::DEFAULT.write_timeout,
                     write_timer: None,
                     stalled_since: None,
                     stall_sent: None,
@@ -586,7 +562,7 @@ pub(crate) fn connect<P: Protocol>(
     if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
         *resolver = Some(r);
     }
-    conn.set_connect_timeout(lp, Some(DEFAULT_CONNECT_TIMEOUT));
+    conn.set_connect_timeout(lp, Some(Limits::DEFAULT.connect_timeout));
     Connection::new(conn.transport(), d)
 }
 

@@ -61,7 +61,7 @@ impl<P: Protocol> Connection<P> {
     }
 
     /// Sets how long the connect may take from now on (default
-    /// [`DEFAULT_CONNECT_TIMEOUT`](crate::net::DEFAULT_CONNECT_TIMEOUT), 30 s);
+    /// [`Limits::connect_timeout`](crate::net::Limits::connect_timeout), 30 s);
     /// `None` for no limit but the system's. Past it the attempt is
     /// abandoned, the protocol is never called, and [`connected`](Self::connected)
     /// fails with a `TimedOut` error naming the address.

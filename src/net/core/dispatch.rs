@@ -4,7 +4,7 @@
 
 use crate::deferred::LoopClosed;
 use crate::net::core::buffer;
-use crate::net::core::conn::{Conn, READ_BUDGET};
+use crate::net::core::conn::Conn;
 use crate::net::core::{self, Phase};
 use crate::net::{Protocol, Transport};
 use crate::reactor::{PostAction, Ready, Source, SourceKey};
@@ -117,7 +117,7 @@ impl Conn {
         }
     }
 
-    /// Reads up to [`READ_BUDGET`] bytes, one `data_received` per read.
+    /// Reads up to the connection's read budget (`Limits::read_budget`) in bytes, one `data_received` per read.
     /// Returns whether the budget ran out with the socket still readable.
     fn read(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> (bool, bool) {
         enum Step {
@@ -129,7 +129,7 @@ impl Conn {
             Yield,
         }
         let mut buf = core::take_read_buf();
-        let mut budget = READ_BUDGET;
+        let mut budget = self.st.borrow().read_budget;
         let mut spent = false;
         let mut got = false;
         loop {
@@ -153,7 +153,7 @@ impl Conn {
                 // one mark each. A protocol that handles its own
                 // backpressure reads the full budget.
                 let limit = if st.read_while_write_paused {
-                    budget
+                    budget.min(core::READ_BUFFER_SIZE)
                 } else {
                     let (_, high) = st.wbuf.flow.limits();
                     let grown = st.took.saturating_mul(2).min(budget);
@@ -165,7 +165,10 @@ impl Conn {
                     } else {
                         high
                     };
-                    room.saturating_sub(st.wbuf.len()).max(MIN_READ).min(budget)
+                    room.saturating_sub(st.wbuf.len())
+                        .max(MIN_READ)
+                        .min(budget)
+                        .min(core::READ_BUFFER_SIZE)
                 };
                 let io = st.io.as_mut().expect("a readable stream has its io");
                 match io.read(&mut buf[..limit]) {

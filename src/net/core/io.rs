@@ -63,7 +63,7 @@ pub(crate) trait Wire: 'static {
         false
     }
     /// Whether the last read stopped on a budget of the layer's own (a TLS
-    /// layer: [`READ_BUDGET`](crate::net::READ_BUDGET) bytes of records that
+    /// layer: the default [`Limits::read_budget`](crate::net::Limits::read_budget) of records that
     /// carried little plaintext) with the socket maybe still readable: the
     /// core reads again next turn, as when its own budget runs out. Taken
     /// once.

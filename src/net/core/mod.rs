@@ -68,7 +68,7 @@ pub(crate) fn contain(
 
 /// The size of the read buffer every connection on a thread reads into: as
 /// large as a connection's read budget per dispatch
-/// ([`READ_BUDGET`](crate::net::READ_BUDGET)), so a message of up to 256 KiB takes
+/// ([`Limits::read_budget`](crate::net::Limits::read_budget)), so a message of up to 256 KiB takes
 /// one `recv` (asyncio reads 256 KiB too). One per thread, reused.
 pub(crate) const READ_BUFFER_SIZE: usize = 256 * 1024;
 

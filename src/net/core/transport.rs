@@ -4,7 +4,7 @@
 
 use crate::net::core::conn::{Conn, ConnState};
 use crate::net::core::{handle_identity, Phase};
-use crate::net::{ProtocolRef, SockAddr};
+use crate::net::{Limits, ProtocolRef, SockAddr};
 use crate::{Error, Failure, Loop};
 use std::fmt;
 use std::io;
@@ -324,6 +324,27 @@ impl Transport {
         .unwrap_or(false)
     }
 
+    /// Applies `limits` to this connection: its read budget, write buffer
+    /// marks and cap, write and idle timeouts, linger, and (while it
+    /// connects) its connect timeout. What only a listener or a UDP socket
+    /// uses is ignored. A listener does this for each connection it
+    /// accepts ([`Listener::set_limits`](crate::net::Listener::set_limits)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless `high_water >= low_water` (then
+    /// nothing changes); [`Error::Gone`] for a connection that no longer exists.
+    pub fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
+        let (conn, lp) = self.live().ok_or(Error::Gone)?;
+        conn.apply_limits(&lp, limits)
+    }
+
+    /// Bytes one dispatch reads from this connection at most
+    /// ([`Limits::read_budget`](crate::net::Limits::read_budget)); 0 once
+    /// the connection is gone.
+    pub fn read_budget(&self) -> usize {
+        self.with(|s| s.read_budget).unwrap_or(0)
+    }
+
     /// Whether to go on reading while writing is paused. Off by default: a
     /// connection whose write buffer is above its high-water mark is not read
     /// until it drains, so a peer that sends without reading the replies
@@ -338,7 +359,7 @@ impl Transport {
     }
 
     /// Sets the write buffer's high- and low-water marks (asyncio's rules: see
-    /// [`DEFAULT_HIGH_WATER`](crate::net::DEFAULT_HIGH_WATER)); the buffer is
+    /// [`Limits::high_water`](crate::net::Limits::high_water)); the buffer is
     /// re-checked at once, so lowering `high` below the current size pauses
     /// the protocol.
     ///
@@ -367,7 +388,7 @@ impl Transport {
     }
 
     /// Sets the hard cap on buffered bytes (default
-    /// [`DEFAULT_WRITE_BUFFER_CAP`](crate::net::DEFAULT_WRITE_BUFFER_CAP), 64 MiB):
+    /// [`Limits::write_buffer_cap`](crate::net::Limits::write_buffer_cap), 64 MiB):
     /// a write that takes the buffer past it aborts the connection with
     /// [`WriteBufferFull`](crate::net::WriteBufferFull), logged.
     pub fn set_write_buffer_cap(&self, cap: usize) {
@@ -376,7 +397,7 @@ impl Transport {
 
     /// Sets how long a graceful [`close`](Self::close) may wait for the peer
     /// to take what is buffered before it aborts (default
-    /// [`DEFAULT_LINGER`](crate::net::DEFAULT_LINGER), 30 s). Applies to closes
+    /// [`Limits::linger`](crate::net::Limits::linger), 30 s). Applies to closes
     /// that start after the call.
     pub fn set_linger(&self, linger: Duration) {
         self.with(|s| s.linger = linger);
@@ -395,7 +416,7 @@ impl Transport {
 
     /// Aborts the connection with a `TimedOut` error once output has waited
     /// `timeout` and the peer took none of it (default
-    /// [`DEFAULT_WRITE_TIMEOUT`](crate::net::DEFAULT_WRITE_TIMEOUT), 60 s, as
+    /// [`Limits::write_timeout`](crate::net::Limits::write_timeout), 60 s, as
     /// nginx's `send_timeout`; none for a child process's stdin); `None` or
     /// `Duration::MAX` turns it off. The wait starts when the socket refuses
     /// a write, and starts again whenever the peer takes some: at a writable
@@ -522,5 +543,26 @@ pub(crate) fn gone_write(what: &str, total: usize) {
             "deferloop: write of {total} bytes to {what} that is gone ignored \
              (logged once per thread)"
         );
+    }
+}
+
+impl Conn {
+    /// What [`Transport::set_limits`] does; also a listener's, for each
+    /// connection it accepts.
+    pub(crate) fn apply_limits(self: &Rc<Self>, lp: &Loop, limits: &Limits) -> Result<(), Error> {
+        {
+            let mut st = self.st.borrow_mut();
+            st.wbuf
+                .set_limits(Some(limits.high_water), Some(limits.low_water))?;
+            st.cap = limits.write_buffer_cap;
+            st.linger = limits.linger;
+            st.read_budget = limits.read_budget.max(1);
+        }
+        self.set_idle_timeout(lp, limits.idle_timeout);
+        self.set_write_timeout(lp, limits.write_timeout);
+        // Does nothing once up: set_connect_timeout checks the phase.
+        self.set_connect_timeout(lp, Some(limits.connect_timeout));
+        self.wake(lp);
+        Ok(())
     }
 }

@@ -18,8 +18,7 @@ use crate::net::core::io::{Tcp, Wire};
 use crate::net::core::Phase;
 use crate::net::open::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT};
 use crate::net::{
-    Connection, DatagramProtocol, DatagramTransport, Protocol, SockAddr, Transport,
-    DEFAULT_CONNECT_TIMEOUT,
+    Connection, DatagramProtocol, DatagramTransport, Limits, Protocol, SockAddr, Transport,
 };
 use crate::reactor::{PostAction, Ready, Source, SourceKey};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop};
@@ -324,7 +323,7 @@ impl Loop {
     /// [`connect_tcp`](Self::connect_tcp) does; the Deferred fails with an
     /// `io::Error` naming the host and every address tried, or with a
     /// `TimedOut` one naming the host if it is not up within
-    /// [`DEFAULT_CONNECT_TIMEOUT`] (30 s for the lookup and all attempts;
+    /// [`Limits::connect_timeout`] (30 s for the lookup and all attempts;
     /// [`Connection::connect_timeout`] replaces it).
     ///
     /// # Examples
@@ -412,7 +411,7 @@ impl Loop {
             *resolver = Some(r);
         }
         // 30 s for the lookup and every attempt, as for `connect_tcp`.
-        conn.set_connect_timeout(self, Some(DEFAULT_CONNECT_TIMEOUT));
+        conn.set_connect_timeout(self, Some(Limits::DEFAULT.connect_timeout));
         let weak = Rc::downgrade(&conn);
         let delay = options.attempt_delay;
         let _ = lookup.add_both(move |result| {

@@ -1,18 +1,18 @@
 //! Listening sockets (TCP and Unix): the accept loop and the [`Listener`]
 //! handle. Owns `ListenState`, `Listener`.
 //!
-//! Each dispatch accepts up to [`ACCEPT_BATCH`] connections (asyncio: 100),
+//! Each dispatch accepts up to [`Limits::accept_batch`] connections (asyncio: 100),
 //! then yields to the rest of the turn. When accepting fails because the
 //! process or system is out of file descriptors or memory (`EMFILE`, `ENFILE`,
 //! `ENOBUFS`, `ENOMEM`), the error goes to the exception handler and the
-//! listener stops accepting for [`ACCEPT_RETRY_DELAY`] (asyncio's 1 s), then
+//! listener stops accepting for [`Limits::accept_retry_delay`] (asyncio's 1 s), then
 //! tries again: no busy loop on a socket that stays readable, and no crash.
 //! Tests: tests/net_tcp_echo.rs, tests/net_accept_backoff.rs.
 
 use crate::net::core::conn::Conn;
 use crate::net::core::io::{Tcp, Wire};
 use crate::net::open::drain::Tracker;
-use crate::net::{Protocol, SockAddr};
+use crate::net::{Limits, Protocol, SockAddr};
 use crate::reactor::{ExceptionContext, PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{succeed, Deferred, Error, Failure, Handle, Loop};
 use std::cell::RefCell;
@@ -22,11 +22,6 @@ use std::os::unix::io::{AsRawFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
-
-/// Connections accepted per dispatch, at most.
-pub const ACCEPT_BATCH: usize = 128;
-/// How long a listener waits after running out of file descriptors.
-pub const ACCEPT_RETRY_DELAY: Duration = Duration::from_secs(1);
 
 pub(crate) type Factory = Box<dyn FnMut(&SockAddr) -> Box<dyn Protocol>>;
 
@@ -87,12 +82,15 @@ struct ListenState {
     ready: bool,
     /// Set while accepting is suspended after fd exhaustion.
     backoff: Option<Handle>,
-    retry_delay: Duration,
     accepted: u64,
     /// Stop accepting while this many accepted connections are open.
     max_connections: Option<usize>,
-    /// Given to each accepted connection.
-    idle_timeout: Option<Duration>,
+    /// The accept batch and retry delay, and what each accepted connection
+    /// is given when `give` is set.
+    limits: Limits,
+    /// `set_limits` or `set_idle_timeout` was called: accepted connections
+    /// get `limits` (else they keep the defaults, at no cost).
+    give: bool,
 }
 
 /// A listening socket, as a source.
@@ -119,7 +117,7 @@ pub(crate) fn listen(
     at: &'static Location<'static>,
 ) -> Result<Listener, Error> {
     let fd = sock.fd();
-    set_backlog(fd, DEFAULT_BACKLOG)?;
+    set_backlog(fd, Limits::DEFAULT.backlog)?;
     let mut made = None;
     let conns = Rc::new(Tracker::default());
     let key = lp.insert_source(at, |key, r| {
@@ -132,10 +130,10 @@ pub(crate) fn listen(
                 sock: Some(sock),
                 ready: false,
                 backoff: None,
-                retry_delay: ACCEPT_RETRY_DELAY,
                 accepted: 0,
                 max_connections: None,
-                idle_timeout: None,
+                limits: Limits::DEFAULT,
+                give: false,
             }),
             conns: conns.clone(),
             factory: RefCell::new(Some(factory)),
@@ -152,10 +150,6 @@ pub(crate) fn listen(
         conns,
     })
 }
-
-/// The default listen backlog: the system's maximum (the kernel clamps the
-/// value to `net.core.somaxconn` on Linux, `kern.ipc.somaxconn` on the BSDs).
-pub const DEFAULT_BACKLOG: i32 = i32::MAX;
 
 fn set_backlog(fd: RawFd, backlog: i32) -> io::Result<()> {
     // SAFETY: `listen` on a descriptor we own (a bound listening socket);
@@ -202,7 +196,8 @@ impl Source for ListenSource {
             return PostAction::Continue;
         };
         let mut again = false;
-        for _ in 0..ACCEPT_BATCH {
+        let batch = self.st.borrow().limits.accept_batch.max(1);
+        for _ in 0..batch {
             let r = {
                 let st = self.st.borrow();
                 if self.at_cap(&st) {
@@ -295,9 +290,13 @@ impl ListenSource {
                         lp.wake_source(src.key, Ready::EMPTY);
                     }
                 }));
-                let idle = self.st.borrow().idle_timeout;
-                if idle.is_some() {
-                    conn.set_idle_timeout(lp, idle);
+                let give = {
+                    let st = self.st.borrow();
+                    st.give.then(|| st.limits.clone())
+                };
+                if let Some(limits) = give {
+                    // Checked when it was set: high_water >= low_water.
+                    let _ = conn.apply_limits(lp, &limits);
                 }
                 #[cfg(feature = "tls")]
                 if let Some(hook) = self.accept_hook.borrow().as_ref() {
@@ -318,7 +317,7 @@ impl ListenSource {
     /// it, and suspend accepting for the retry delay (fd or memory exhaustion
     /// clears up as connections close; anything else would otherwise spin).
     fn back_off(self: &Rc<Self>, lp: &Loop, e: io::Error) {
-        let delay = self.st.borrow().retry_delay;
+        let delay = self.st.borrow().limits.accept_retry_delay;
         let message = if is_exhaustion(&e) {
             "accept failed (out of file descriptors or memory); accepting again after the retry delay"
         } else {
@@ -425,9 +424,41 @@ impl Listener {
     }
 
     /// Sets how long to wait after an accept error before accepting again
-    /// (default [`ACCEPT_RETRY_DELAY`], 1 s).
+    /// (default [`Limits::accept_retry_delay`], 1 s).
     pub fn set_accept_retry_delay(&self, delay: Duration) {
-        self.with(|st| st.retry_delay = delay);
+        self.with(|st| st.limits.accept_retry_delay = delay);
+    }
+
+    /// Sets the listener's limits: its accept batch, retry delay and
+    /// backlog now, and everything else for each connection it accepts from
+    /// now on (see [`Transport::set_limits`](crate::net::Transport::set_limits));
+    /// connections already accepted keep theirs.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless `high_water >= low_water`, or for a
+    /// negative backlog (then nothing changes); the OS error of `listen`;
+    /// [`Error::Gone`] if the listener stopped.
+    pub fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
+        if limits.high_water < limits.low_water || limits.backlog < 0 {
+            return Err(Error::InvalidInput(
+                "limits need high_water >= low_water and a backlog >= 0",
+            ));
+        }
+        let fd = self.raw_fd().ok_or(Error::Gone)?;
+        set_backlog(fd, limits.backlog)?;
+        self.with(|st| {
+            st.limits = limits.clone();
+            st.give = true;
+        });
+        Ok(())
+    }
+
+    /// The limits set with [`set_limits`](Self::set_limits) (and
+    /// [`set_idle_timeout`](Self::set_idle_timeout),
+    /// [`set_accept_retry_delay`](Self::set_accept_retry_delay)); the
+    /// defaults before, and once the listener stopped.
+    pub fn limits(&self) -> Limits {
+        self.with(|st| st.limits.clone()).unwrap_or_default()
     }
 
     /// Stops accepting while `max` accepted connections are open (the rest
@@ -461,12 +492,15 @@ impl Listener {
     /// a peer that sends nothing for `timeout` is disconnected. `None` (the
     /// default) for none.
     pub fn set_idle_timeout(&self, timeout: Option<Duration>) {
-        self.with(|st| st.idle_timeout = timeout);
+        self.with(|st| {
+            st.limits.idle_timeout = timeout;
+            st.give = true;
+        });
     }
 
     /// Sets the listen backlog: how many connections the kernel queues before
     /// they are accepted. The default is the system's maximum
-    /// ([`DEFAULT_BACKLOG`]); the kernel clamps larger values.
+    /// ([`Limits::backlog`]); the kernel clamps larger values.
     ///
     /// # Errors
     /// The OS error of `listen`; [`Error::Gone`] if the listener stopped.

@@ -8,8 +8,8 @@
 use super::records::RecordCounter;
 use super::TlsError;
 use crate::net::core::io::Wire;
+use crate::net::Limits;
 use crate::net::SockAddr;
-use crate::net::READ_BUDGET;
 use crate::Handle;
 use std::cell::Cell;
 use std::io::{self, IoSlice, Read, Write};
@@ -156,7 +156,7 @@ impl TlsIo {
     /// far more than its bytes, and a peer chooses how many its bytes make,
     /// so a budget then holds the loop about as long whatever they carry.
     fn charge(&mut self) -> bool {
-        if self.charged < READ_BUDGET {
+        if self.charged < Limits::DEFAULT.read_budget {
             return false;
         }
         self.spent = true;

@@ -12,7 +12,7 @@
 
 use crate::net::core::buffer::Flow;
 use crate::net::core::{self, Phase};
-use crate::net::{DatagramProtocol, DatagramTransport, READ_BUDGET};
+use crate::net::{DatagramProtocol, DatagramTransport, Limits};
 use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{Error, Failure, Loop};
 use std::cell::{Cell, RefCell};
@@ -22,9 +22,6 @@ use std::net::SocketAddr;
 use std::os::unix::io::AsRawFd;
 use std::panic::Location;
 use std::rc::Rc;
-
-/// Datagrams received from one socket in one dispatch, at most.
-pub const DATAGRAMS_PER_DISPATCH: usize = 64;
 
 pub(crate) struct DgramState {
     pub(crate) sock: Option<mio::net::UdpSocket>,
@@ -44,6 +41,11 @@ pub(crate) struct DgramState {
     pub(crate) dropped: u64,
     /// The queue is over its cap: the drop was reported to `error_received`.
     pub(crate) over_cap: bool,
+    /// The send queue's cap (`Limits::write_buffer_cap`).
+    pub(crate) cap: usize,
+    /// Bytes and datagrams one dispatch receives at most.
+    pub(crate) read_budget: usize,
+    pub(crate) per_dispatch: usize,
 }
 
 /// What [`DgramState::admit`] decided for a datagram about to be queued.
@@ -73,6 +75,9 @@ impl DgramState {
             greet: true,
             dropped: 0,
             over_cap: false,
+            cap: SEND_QUEUE_CAP,
+            read_budget: Limits::DEFAULT.read_budget,
+            per_dispatch: Limits::DEFAULT.datagrams_per_dispatch,
         }
     }
 
@@ -99,10 +104,10 @@ impl DgramState {
 /// (so that even empty datagrams count towards flow control and the cap).
 pub(crate) const DATAGRAM_OVERHEAD: usize = 64;
 
-/// The send queue's hard cap, as a stream's write buffer's
-/// ([`DEFAULT_WRITE_BUFFER_CAP`](crate::net::DEFAULT_WRITE_BUFFER_CAP)): over it a
-/// datagram is dropped (UDP may drop; memory may not grow without bound).
-pub(crate) const SEND_QUEUE_CAP: usize = crate::net::DEFAULT_WRITE_BUFFER_CAP;
+/// The send queue's default hard cap, as a stream's write buffer's
+/// ([`Limits::write_buffer_cap`]): over it a datagram is dropped (UDP may
+/// drop; memory may not grow without bound).
+pub(crate) const SEND_QUEUE_CAP: usize = Limits::DEFAULT.write_buffer_cap;
 
 impl DgramState {
     fn wants_dispatch(&self) -> bool {
@@ -276,8 +281,8 @@ impl Dgram {
         }
     }
 
-    /// Receives up to [`DATAGRAMS_PER_DISPATCH`] datagrams or [`READ_BUDGET`]
-    /// bytes; returns whether the budget ran out with the socket still readable.
+    /// Receives up to `Limits::datagrams_per_dispatch` datagrams or
+    /// `Limits::read_budget` bytes (this socket's); returns whether the budget ran out with the socket still readable.
     fn read(
         &self,
         lp: &Loop,
@@ -285,9 +290,12 @@ impl Dgram {
         proto: &mut Box<dyn DatagramProtocol>,
     ) -> bool {
         let mut buf = core::take_read_buf();
-        let mut budget = READ_BUDGET;
+        let (mut budget, per_dispatch) = {
+            let st = self.st.borrow();
+            (st.read_budget, st.per_dispatch)
+        };
         let mut spent = true;
-        for _ in 0..DATAGRAMS_PER_DISPATCH {
+        for _ in 0..per_dispatch {
             let r = {
                 let mut st = self.st.borrow_mut();
                 if !matches!(st.phase, Phase::Open) || !st.read_ready {

@@ -3,8 +3,8 @@
 //! Tests: tests/net_udp.rs.
 
 use crate::net::core::{handle_identity, Phase};
-use crate::net::udp::socket::{open, send_one, Admit, Dgram, DgramState, SEND_QUEUE_CAP};
-use crate::net::DatagramProtocol;
+use crate::net::udp::socket::{open, send_one, Admit, Dgram, DgramState};
+use crate::net::{DatagramProtocol, Limits};
 use crate::{Error, Failure, Loop};
 use std::fmt;
 use std::io;
@@ -89,7 +89,8 @@ impl DatagramTransport {
                 }
             }
         }
-        match st.admit(data.len(), SEND_QUEUE_CAP) {
+        let cap = st.cap;
+        match st.admit(data.len(), cap) {
             Admit::Queue => {}
             Admit::Drop => return,
             Admit::DropAndTell => return d.wake(&lp),
@@ -164,6 +165,29 @@ impl DatagramTransport {
         let mut st = d.st.borrow_mut();
         let size = st.queued_bytes;
         st.flow.set_limits(high, low, size)?;
+        if st.flow.has_note() {
+            d.wake(&lp);
+        }
+        Ok(())
+    }
+
+    /// Applies `limits` to this socket: its read budget and datagrams per
+    /// dispatch, and its send queue's water marks and cap (past the cap a
+    /// datagram is dropped and reported to `error_received`). What only
+    /// connections or listeners use is ignored.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless `high_water >= low_water` (then
+    /// nothing changes); [`Error::Gone`] once closed.
+    pub fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
+        let (d, lp) = self.live().ok_or(Error::Gone)?;
+        let mut st = d.st.borrow_mut();
+        let size = st.queued_bytes;
+        st.flow
+            .set_limits(Some(limits.high_water), Some(limits.low_water), size)?;
+        st.cap = limits.write_buffer_cap;
+        st.read_budget = limits.read_budget.max(1);
+        st.per_dispatch = limits.datagrams_per_dispatch.max(1);
         if st.flow.has_note() {
             d.wake(&lp);
         }
