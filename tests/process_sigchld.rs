@@ -64,3 +64,33 @@ fn sigchld_watches_exits_on_loops_on_other_threads() {
         t.join().unwrap();
     }
 }
+
+/// Another part of the program reaps the child before the loop's `SIGCHLD`
+/// handler runs: the loop's `waitpid(pid)` finds it gone (`ECHILD`) and
+/// reports a clear failure, never a hang.
+#[test]
+fn sigchld_path_reports_a_child_reaped_elsewhere() {
+    std::env::set_var("DEFERLOOP_NO_PIDFD", "1");
+    let ev = EventLoop::new().unwrap();
+    let (rec, _) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .unwrap();
+    p.signal(deferloop::Signal::TERM).unwrap();
+    let mut st = 0;
+    // SAFETY: a blocking waitpid for this one child, as other code might.
+    let r = unsafe { libc::waitpid(p.pid() as libc::pid_t, &mut st, 0) };
+    assert_eq!(r, p.pid() as libc::pid_t);
+    let err = ev
+        .run_until(
+            p.wait()
+                .add_timeout(std::time::Duration::from_secs(20), &ev),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("exit status unavailable: reaped elsewhere or SIGCHLD ignored"),
+        "{err}"
+    );
+    assert!(p.kill().is_err());
+}

@@ -328,3 +328,41 @@ fn a_child_that_reads_its_stdin_late_keeps_it() {
     assert!(status.success());
     assert!(util::stdout(&log.borrow()) == data, "every byte came back");
 }
+
+/// Another part of the program reaps the child first (a `waitpid` of its
+/// own): the exit is still reported, as a clear failure rather than a made-up
+/// status, and never a hang; nothing is sent to its pid afterwards.
+#[test]
+fn a_child_reaped_elsewhere_ends_with_a_clear_failure() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, log) = Recorder::new();
+    let p = ev
+        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .unwrap();
+    p.signal(deferloop::Signal::TERM).unwrap();
+    let mut st = 0;
+    // SAFETY: a blocking waitpid for this one child, as other code might.
+    let r = unsafe { libc::waitpid(p.pid() as libc::pid_t, &mut st, 0) };
+    assert_eq!(r, p.pid() as libc::pid_t);
+    let err = ev
+        .run_until(p.wait().add_timeout(Duration::from_secs(20), &ev))
+        .unwrap_err()
+        .to_string();
+    let unavailable = "exit status unavailable: reaped elsewhere or SIGCHLD ignored";
+    assert!(err.contains(unavailable), "{err}");
+    let log = log.borrow();
+    let heard: Vec<_> = log
+        .iter()
+        .filter_map(|e| match e {
+            Event::Exited(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(heard.len(), 1, "{log:?}");
+    assert!(
+        heard[0].as_ref().unwrap_err().contains(unavailable),
+        "{log:?}"
+    );
+    assert!(p.status().is_none());
+    assert!(matches!(p.kill(), Err(deferloop::Error::Gone)));
+}

@@ -1141,10 +1141,10 @@ impl deferloop::process::ProcessProtocol for Kid {
     fn process_exited(
         &mut self,
         _: &deferloop::process::Process,
-        status: std::process::ExitStatus,
+        status: Result<std::process::ExitStatus, deferloop::Failure>,
     ) {
         let mut st = self.stats.borrow_mut();
-        if status.success() {
+        if status.is_ok_and(|s| s.success()) {
             st.exited += 1;
             if self.got != self.expect {
                 st.output_mismatches += 1;

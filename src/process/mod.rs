@@ -12,6 +12,10 @@
 //! for by a thread of its own).
 
 mod exit;
+mod protocol;
+mod reap;
+
+pub use protocol::{ChildPipe, ProcessProtocol};
 
 use crate::deferred::LoopClosed;
 use crate::net::pipe::{self, PipeIo};
@@ -21,62 +25,10 @@ use crate::{fail, succeed, Deferred, Error, ExceptionContext, Failure, Loop, Res
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io;
+use std::os::unix::io::OwnedFd;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::rc::{Rc, Weak};
-
-/// Which of the child's standard streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ChildPipe {
-    /// The child's standard input (we write).
-    Stdin,
-    /// The child's standard output (we read).
-    Stdout,
-    /// The child's standard error (we read).
-    Stderr,
-}
-
-/// What a program does with a child process: Twisted's `ProcessProtocol`.
-///
-/// Every method has a default that does nothing. Methods run on the loop
-/// thread, one at a time, never from inside a [`Process`] method.
-pub trait ProcessProtocol: 'static {
-    /// The child started; its pipes are open.
-    fn connection_made(&mut self, process: &Process) {
-        let _ = process;
-    }
-    /// Bytes from the child's stdout.
-    fn out_received(&mut self, process: &Process, data: &[u8]) {
-        let _ = (process, data);
-    }
-    /// Bytes from the child's stderr.
-    fn err_received(&mut self, process: &Process, data: &[u8]) {
-        let _ = (process, data);
-    }
-    /// One of the pipes closed: the child closed its end (or exited), or we
-    /// closed stdin. The child may still be running. Every pipe is heard
-    /// once, before `process_exited`: stdin still open when the child is
-    /// reaped is closed then, with a `BrokenPipe` reason if bytes written
-    /// to it were never taken.
-    fn pipe_closed(&mut self, process: &Process, pipe: ChildPipe, reason: Option<Failure>) {
-        let _ = (process, pipe, reason);
-    }
-    /// The child's stdin buffer passed its high-water mark: stop writing.
-    fn pause_writing(&mut self, process: &Process) {
-        let _ = process;
-    }
-    /// The child's stdin buffer drained to its low-water mark.
-    fn resume_writing(&mut self, process: &Process) {
-        let _ = process;
-    }
-    /// The child exited (or was killed: see
-    /// [`ExitStatusExt::signal`](std::os::unix::process::ExitStatusExt::signal))
-    /// and its stdout and stderr are at end-of-file: nothing more will come.
-    /// Called once; the protocol is dropped afterwards.
-    fn process_exited(&mut self, process: &Process, status: ExitStatus) {
-        let _ = (process, status);
-    }
-}
 
 /// Stops watching a child for its exit.
 pub(crate) type Unwatch = Box<dyn FnOnce(&Loop)>;
@@ -87,9 +39,14 @@ pub(crate) struct ChildState {
     pid: u32,
     command: String,
     at: &'static Location<'static>,
-    /// `None` once reaped.
-    pub(crate) child: RefCell<Option<Child>>,
-    status: Cell<Option<ExitStatus>>,
+    /// Its pidfd, where the kernel has them: waits and signals through it
+    /// name this process for good, whatever happens to the pid.
+    pidfd: Option<OwnedFd>,
+    /// Set once reaped (by us, or found reaped without us): from then on
+    /// the pid may name another process, and nothing is sent to it.
+    pub(crate) reaped: Cell<bool>,
+    /// How it ended, once reaped: its status, or a [`StatusUnavailable`].
+    outcome: RefCell<Option<Result<ExitStatus, Failure>>>,
     /// `None` while one of its methods runs, and after `process_exited`.
     proto: RefCell<Option<Box<dyn ProcessProtocol>>>,
     stdin: RefCell<Option<Transport>>,
@@ -132,23 +89,35 @@ impl ChildState {
     }
 
     /// Reaps the child if it has exited; then maybe `process_exited`.
+    /// Found reaped without us (`ECHILD`): it ended, status unknown.
     pub(crate) fn try_reap(&self, lp: &Loop) {
-        let status = {
-            let mut child = self.child.borrow_mut();
-            let Some(c) = child.as_mut() else { return };
-            match c.try_wait() {
-                Ok(Some(status)) => {
-                    *child = None;
-                    status
-                }
-                Ok(None) => return,
-                Err(e) => {
-                    log::warn!("deferloop: waiting for {} failed: {e}", self.command);
-                    return;
-                }
+        if self.reaped.get() {
+            return;
+        }
+        let outcome = match reap::wait(self.pid, self.pidfd.as_ref(), false) {
+            Ok(Some(status)) => Ok(status),
+            Ok(None) => return,
+            Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Err(self.unavailable()),
+            Err(e) => {
+                log::warn!("deferloop: waiting for {} failed: {e}", self.command);
+                return;
             }
         };
-        self.status.set(Some(status));
+        self.ended(lp, outcome);
+    }
+
+    fn unavailable(&self) -> Failure {
+        Failure::new(StatusUnavailable {
+            pid: self.pid,
+            command: self.command.clone(),
+        })
+    }
+
+    /// The child is reaped: no more watching; `process_exited` once the
+    /// output is drained.
+    fn ended(&self, lp: &Loop, outcome: Result<ExitStatus, Failure>) {
+        self.reaped.set(true);
+        *self.outcome.borrow_mut() = Some(outcome);
         let unwatch = self.unwatch.borrow_mut().take();
         if let Some(unwatch) = unwatch {
             unwatch(lp);
@@ -168,7 +137,7 @@ impl ChildState {
 
     /// `process_exited` once the child is reaped and its output drained.
     fn maybe_finish(&self, lp: &Loop) {
-        let Some(status) = self.status.get() else {
+        let Some(outcome) = self.outcome.borrow().clone() else {
             return;
         };
         if self.open_reads.get() > 0 || self.done.get() {
@@ -190,12 +159,16 @@ impl ChildState {
             self.call(lp, |p, proc| p.pipe_closed(proc, ChildPipe::Stdin, reason));
         }
         self.done.set(true);
-        self.call(lp, |p, proc| p.process_exited(proc, status));
+        let given = outcome.clone();
+        self.call(lp, |p, proc| p.process_exited(proc, given));
         let proto = self.proto.borrow_mut().take();
         drop(proto);
         let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
         for r in waiters {
-            r.callback_if_pending(status);
+            match &outcome {
+                Ok(status) => r.callback_if_pending(*status),
+                Err(f) => r.errback_if_pending(f.clone()),
+            };
         }
     }
 }
@@ -277,24 +250,25 @@ impl Process {
         }
     }
 
-    /// Sends `sig` to the child.
+    /// Sends `sig` to the child: through its pidfd where the kernel has
+    /// them (Linux 5.3+), which names this process and no other even once
+    /// its pid is reused; else by pid, and only while the child is known
+    /// unreaped.
     ///
     /// # Errors
-    /// [`Error::Gone`] once the child has been reaped (its pid may belong to
-    /// another process by then); the OS error of `kill`.
+    /// [`Error::Gone`] once the child has been reaped, by the loop or
+    /// without it (its pid may belong to another process by then); the OS
+    /// error of the call otherwise.
     pub fn signal(&self, sig: Signal) -> Result<(), Error> {
         let shared = self.shared.upgrade().ok_or(Error::Gone)?;
-        if shared.child.borrow().is_none() {
+        if shared.reaped.get() {
             return Err(Error::Gone);
         }
-        let pid = libc::pid_t::try_from(self.pid).map_err(|_| Error::Gone)?;
-        // SAFETY: kill(2) on our own child, not yet reaped (checked just
-        // above, on this thread, which is the only one that reaps it), so
-        // the pid still names it.
-        if unsafe { libc::kill(pid, sig.as_raw()) } != 0 {
-            return Err(io::Error::last_os_error().into());
+        match reap::send_signal(self.pid, shared.pidfd.as_ref(), sig.as_raw()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err(Error::Gone),
+            Err(e) => Err(e.into()),
         }
-        Ok(())
     }
 
     /// Sends `SIGKILL`.
@@ -313,9 +287,10 @@ impl Process {
         }
     }
 
-    /// The exit status, once the child has been reaped.
+    /// The exit status, once the child has been reaped (`None` also when
+    /// it is [unavailable](StatusUnavailable)).
     pub fn status(&self) -> Option<ExitStatus> {
-        self.shared.upgrade()?.status.get()
+        self.shared.upgrade()?.outcome.borrow().clone()?.ok()
     }
 
     /// Whether `process_exited` has been called.
@@ -324,14 +299,19 @@ impl Process {
     }
 
     /// A Deferred that fires with the exit status right after
-    /// `process_exited`, or fails with [`LoopClosed`] if the loop closes first.
+    /// `process_exited`, or fails with [`LoopClosed`] if the loop closes
+    /// first, or with [`StatusUnavailable`] if the child was reaped without
+    /// the loop (`SIGCHLD` ignored, or another part of the program waited
+    /// for it).
     pub fn wait(&self) -> Deferred<ExitStatus> {
         let Some(s) = self.shared.upgrade() else {
             return fail(Failure::new(Error::Gone));
         };
         if s.done.get() {
-            if let Some(st) = s.status.get() {
-                return succeed(st);
+            match s.outcome.borrow().clone() {
+                Some(Ok(st)) => return succeed(st),
+                Some(Err(f)) => return fail(f),
+                None => {}
             }
         }
         let (d, r) = Deferred::new();
@@ -373,7 +353,7 @@ impl Loop {
     /// # Examples
     /// ```
     /// use deferloop::process::{Process, ProcessProtocol};
-    /// use deferloop::EventLoop;
+    /// use deferloop::{EventLoop, Failure};
     /// use std::process::{Command, ExitStatus};
     ///
     /// #[derive(Default)]
@@ -382,9 +362,9 @@ impl Loop {
     ///     fn out_received(&mut self, _: &Process, data: &[u8]) {
     ///         self.0.extend_from_slice(data);
     ///     }
-    ///     fn process_exited(&mut self, _: &Process, status: ExitStatus) {
+    ///     fn process_exited(&mut self, _: &Process, status: Result<ExitStatus, Failure>) {
     ///         assert_eq!(self.0, b"hello\n");
-    ///         assert!(status.success());
+    ///         assert!(status.unwrap().success());
     ///     }
     /// }
     ///
@@ -420,6 +400,13 @@ impl Loop {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if reap::sigchld_ignored() {
+            log::warn!(
+                "deferloop: SIGCHLD is ignored (SIG_IGN or SA_NOCLDWAIT), so the kernel may reap \
+                 {command} itself: its exit is still reported, but its exit status may be \
+                 unavailable (StatusUnavailable)"
+            );
+        }
         let child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => return fail(Failure::new(spawn_error(&command, e))),
@@ -445,13 +432,22 @@ impl Loop {
         let stdout = mio::unix::pipe::Receiver::from(child.stdout.take().expect("piped"));
         let stderr = mio::unix::pipe::Receiver::from(child.stderr.take().expect("piped"));
         let pid = child.id();
+        // `child` is dropped here: that neither waits nor kills, and the
+        // loop waits for the pid itself (by pidfd where it can).
+        drop(child);
+        let (pidfd, gone) = match reap::pidfd_open(pid) {
+            reap::Opened::Fd(fd) => (Some(fd), false),
+            reap::Opened::Unsupported => (None, false),
+            reap::Opened::Gone => (None, true),
+        };
         let shared = Rc::new(ChildState {
             lp: self.downgrade(),
             pid,
             command,
             at,
-            child: RefCell::new(Some(child)),
-            status: Cell::new(None),
+            pidfd,
+            reaped: Cell::new(false),
+            outcome: RefCell::new(None),
             proto: RefCell::new(None),
             stdin: RefCell::new(None),
             open_reads: Cell::new(2),
@@ -483,6 +479,9 @@ impl Loop {
                 }
                 opened.push(t);
             }
+            if gone {
+                return Ok(());
+            }
             exit::watch(self, &shared, at)
         })();
         if let Err(e) = r {
@@ -490,17 +489,46 @@ impl Loop {
             for t in opened {
                 t.abort();
             }
-            let child = shared.child.borrow_mut().take();
-            if let Some(mut c) = child {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+            exit::kill_and_reap(&shared);
             return Err(e);
         }
         *shared.proto.borrow_mut() = Some(protocol);
         shared.call(self, |p, proc| p.connection_made(proc));
-        // It may have exited already (a watcher installed late sees no edge).
-        shared.try_reap(self);
+        if gone {
+            // Reaped without us before a pidfd could name it.
+            let f = shared.unavailable();
+            shared.ended(self, Err(f));
+        } else {
+            // It may have exited already (a watcher installed late sees no edge).
+            shared.try_reap(self);
+        }
         Ok(shared.handle())
     }
 }
+
+/// The failure of [`Process::wait`] and `process_exited` when the child was
+/// reaped without the loop, so its exit status cannot be known: `SIGCHLD`
+/// is ignored (`SIG_IGN`, or `SA_NOCLDWAIT`) and the kernel reaped it, or
+/// another part of the program waited for it (`waitpid(-1)`, say). The exit
+/// itself is certain; only the status is lost. (Twisted and libuv never
+/// report such an exit; asyncio reports 255.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatusUnavailable {
+    /// The child's process id.
+    pub pid: u32,
+    /// The program that was run.
+    pub command: String,
+}
+
+impl fmt::Display for StatusUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "exit status unavailable: reaped elsewhere or SIGCHLD ignored ({}, pid {})",
+            self.command, self.pid
+        )
+    }
+}
+
+impl std::error::Error for StatusUnavailable {}
