@@ -2,6 +2,15 @@
 //! end of a non-blocking pipe, so a child's stdin gets the same write buffer
 //! and flow control as a socket, and its stdout/stderr the same reads.
 //! Owns `PipeIo` and `open`. Used by `crate::process`; tests: tests/process_*.rs.
+//!
+//! A write to a pipe whose reader is gone raises `SIGPIPE` in the writer —
+//! fatal where it is left at `SIG_DFL` (a C host embedding the library), and
+//! a pipe has no `MSG_NOSIGNAL`. So each write blocks `SIGPIPE` on this
+//! thread, and if the write raised one (`EPIPE`), takes it with
+//! `sigtimedwait` before unblocking: the signal a write raises is sent to
+//! the writing thread, so the one taken is ours, whatever the disposition,
+//! and the child still gets a real pipe (`/dev/stdin` opens, unlike a
+//! socket's). One already pending before the write is left alone.
 
 use crate::net::core::conn::Conn;
 use crate::net::core::io::Wire;
@@ -36,7 +45,7 @@ impl Wire for PipeIo {
 
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         match self {
-            PipeIo::Write(Some(tx)) => tx.write(data),
+            PipeIo::Write(Some(tx)) => without_sigpipe(|| tx.write(data)),
             _ => Err(io::ErrorKind::BrokenPipe.into()),
         }
     }
@@ -100,4 +109,46 @@ pub(crate) fn open(
     conn.st.borrow_mut().write_timeout = None;
     conn.start(lp);
     Ok(conn.transport())
+}
+
+/// Runs `write` with `SIGPIPE` blocked on this thread and takes away the one
+/// it raised, if it did: the write then fails with `EPIPE` and nothing else.
+fn without_sigpipe(write: impl FnOnce() -> io::Result<usize>) -> io::Result<usize> {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it.
+    let mut pipe: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above, and `old` is filled by pthread_sigmask.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to sets on our stack; pthread_sigmask changes
+    // this thread's mask only, and is restored below on every path.
+    let blocked = unsafe {
+        libc::sigemptyset(&mut pipe);
+        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old) == 0
+    };
+    if !blocked {
+        return write();
+    }
+    // SAFETY: sigpending fills a set on our stack.
+    let was_pending = unsafe {
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGPIPE) == 1
+    };
+    let r = write();
+    if !was_pending && matches!(&r, Err(e) if e.kind() == io::ErrorKind::BrokenPipe) {
+        let now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        loop {
+            // SAFETY: sigtimedwait with a zero timeout takes a pending
+            // SIGPIPE (blocked, so it is still pending) or returns -1.
+            let got = unsafe { libc::sigtimedwait(&pipe, std::ptr::null_mut(), &now) };
+            if got != -1 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                break;
+            }
+        }
+    }
+    // SAFETY: restores this thread's mask as it was.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    r
 }
