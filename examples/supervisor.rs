@@ -9,7 +9,7 @@
 
 use deferloop::process::{Process, ProcessProtocol};
 use deferloop::shutdown::{Phase, Shutdown};
-use deferloop::{EventLoop, Failure, Handle, Loop, Signal};
+use deferloop::{EventLoop, Handle, Loop, Signal};
 use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::process::{Command, ExitCode, ExitStatus};
@@ -73,8 +73,8 @@ impl Supervisor {
         let mut cmd = Command::new(&self.argv[0]);
         cmd.args(&self.argv[1..]);
         let (me, me2) = (self.clone(), self.clone());
-        let _ = lp.spawn_process(&mut cmd, PassThrough).add_callbacks(
-            move |p: Process| {
+        match lp.spawn_process(&mut cmd, PassThrough) {
+            Ok(p) => {
                 println!("started {}", p.pid());
                 let _ = std::io::stdout().flush();
                 me.ever_started.set(true);
@@ -85,21 +85,17 @@ impl Supervisor {
                     me.exited(status);
                     Ok(())
                 });
-                Ok(())
-            },
-            move |f: Failure| {
+            }
+            Err(f) => {
                 eprintln!("supervisor: {f}");
                 if me2.ever_started.get() {
                     me2.schedule_restart();
                 } else {
                     *me2.fatal.borrow_mut() = Some(f.to_string());
-                    if let Ok(lp) = Loop::current() {
-                        lp.stop();
-                    }
+                    lp.stop();
                 }
-                Ok(())
-            },
-        );
+            }
+        }
     }
 
     fn exited(self: &Rc<Self>, status: ExitStatus) {

@@ -19,10 +19,10 @@ fn exits_and_kills_on_one_loop() {
     for i in 0..5 {
         let (rec, log) = Recorder::new();
         let p = ev
-            .run_until(ev.spawn_process(
+            .spawn_process(
                 Command::new("sh").args(["-c", &format!("echo {i}; exit {i}")]),
                 rec,
-            ))
+            )
             .unwrap();
         let status = ev.run_until(p.wait()).unwrap();
         assert_eq!(status.code(), Some(i));
@@ -31,7 +31,7 @@ fn exits_and_kills_on_one_loop() {
     }
     let (rec, _) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     p.kill().unwrap();
     assert_eq!(
@@ -41,7 +41,7 @@ fn exits_and_kills_on_one_loop() {
     pids.push(p.pid());
     let (rec, _) = Recorder::new();
     let running = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     pids.push(running.pid());
     drop(ev);
@@ -74,7 +74,7 @@ fn sigchld_path_reports_a_child_reaped_elsewhere() {
     let ev = EventLoop::new().unwrap();
     let (rec, _) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     p.signal(deferloop::Signal::TERM).unwrap();
     let mut st = 0;

@@ -34,7 +34,7 @@ fn ends(
     ok: impl Fn(ExitStatus) -> bool,
 ) {
     let (rec, log) = Recorder::new();
-    let p = bounded(ev, ev.spawn_process(cmd, rec)).unwrap();
+    let p = ev.spawn_process(cmd, rec).unwrap();
     before(&p);
     let waited = bounded(ev, p.wait());
     let log = log.borrow();
@@ -100,11 +100,9 @@ fn with_sigchld_ignored_every_exit_is_reported_never_a_hang() {
     );
     // Where the kernel reaps (pidfd path), a status is never made up.
     let (rec, _) = Recorder::new();
-    let p = bounded(
-        &ev,
-        ev.spawn_process(Command::new("sh").args(["-c", "exit 5"]), rec),
-    )
-    .unwrap();
+    let p = ev
+        .spawn_process(Command::new("sh").args(["-c", "exit 5"]), rec)
+        .unwrap();
     match bounded(&ev, p.wait()) {
         Ok(st) => assert_eq!(st.code(), Some(5)),
         Err(e) => assert!(e.contains(UNAVAILABLE), "{e}"),

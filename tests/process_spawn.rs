@@ -27,7 +27,7 @@ fn output_arrives_then_process_exited_once() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(&mut sh("echo out; echo err >&2; exit 3"), rec))
+        .spawn_process(&mut sh("echo out; echo err >&2; exit 3"), rec)
         .unwrap();
     let status = ev.run_until(p.wait()).unwrap();
     assert_eq!(status.code(), Some(3));
@@ -47,7 +47,7 @@ fn a_child_that_closes_stdout_but_keeps_running() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(&mut sh("exec 1>&-; sleep 0.3; echo late >&2"), rec))
+        .spawn_process(&mut sh("exec 1>&-; sleep 0.3; echo late >&2"), rec)
         .unwrap();
     let started = Instant::now();
     let status = ev.run_until(p.wait()).unwrap();
@@ -77,10 +77,11 @@ fn a_child_that_closes_stdout_but_keeps_running() {
 fn a_child_that_exits_with_output_still_unread_loses_none() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
-    let d = ev.spawn_process(&mut sh("head -c 50000 /dev/zero; exit 0"), rec);
+    let p = ev
+        .spawn_process(&mut sh("head -c 50000 /dev/zero; exit 0"), rec)
+        .unwrap();
     // The child writes and exits before the loop reads a byte.
     std::thread::sleep(Duration::from_millis(300));
-    let p = ev.run_until(d).unwrap();
     ev.run_until(p.wait()).unwrap();
     assert_eq!(util::stdout(&log.borrow()).len(), 50_000);
     assert_reaped(p.pid());
@@ -96,7 +97,7 @@ fn a_child_that_exits_with_stdin_open_closes_it_and_says_what_was_unwritten() {
     // Reads nothing; killed while bytes wait for its stdin.
     let (rec, log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     let stdin = p.stdin().unwrap();
     // More than a pipe holds, so some stays in our buffer.
@@ -130,9 +131,7 @@ fn a_child_that_exits_with_stdin_open_closes_it_and_says_what_was_unwritten() {
 
     // With nothing buffered, stdin's end is no error.
     let (rec, log) = Recorder::new();
-    let p = ev
-        .run_until(ev.spawn_process(&mut sh("exit 0"), rec))
-        .unwrap();
+    let p = ev.spawn_process(&mut sh("exit 0"), rec).unwrap();
     ev.run_until(p.wait()).unwrap();
     let log = log.borrow();
     assert!(
@@ -147,7 +146,7 @@ fn a_child_killed_by_a_signal_reports_it() {
     let ev = EventLoop::new().unwrap();
     let (rec, _log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     p.kill().unwrap();
     let status = ev.run_until(p.wait()).unwrap();
@@ -157,7 +156,7 @@ fn a_child_killed_by_a_signal_reports_it() {
 
     let (rec, _log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     p.signal(deferloop::Signal::TERM).unwrap();
     assert_eq!(
@@ -170,9 +169,7 @@ fn a_child_killed_by_a_signal_reports_it() {
 fn stdin_is_a_transport_with_flow_control() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
-    let p = ev
-        .run_until(ev.spawn_process(&mut Command::new("cat"), rec))
-        .unwrap();
+    let p = ev.spawn_process(&mut Command::new("cat"), rec).unwrap();
     let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
     p.write(&data);
     assert!(p.stdin().unwrap().is_writing_paused() || p.stdin().unwrap().write_buffer_size() > 0);
@@ -200,7 +197,7 @@ fn stdin_is_a_transport_with_flow_control() {
 
 fn spawn_error(ev: &EventLoop, cmd: &mut Command) -> String {
     let (rec, log) = Recorder::new();
-    let err = ev.run_until(ev.spawn_process(cmd, rec)).unwrap_err();
+    let err = ev.spawn_process(cmd, rec).unwrap_err();
     assert!(
         log.borrow().is_empty(),
         "no protocol method for a failed spawn"
@@ -238,11 +235,11 @@ fn closing_the_loop_kills_and_reaps_its_children_unless_detached() {
     let ev = EventLoop::new().unwrap();
     let (rec, _) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     let (rec, _) = Recorder::new();
     let detached = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("0.3"), rec))
+        .spawn_process(Command::new("sleep").arg("0.3"), rec)
         .unwrap();
     detached.detach();
     let waited: Rc<RefCell<Option<String>>> = Rc::default();
@@ -282,9 +279,7 @@ fn a_panicking_process_protocol_is_contained() {
     let reported = Rc::new(RefCell::new(0));
     let r2 = reported.clone();
     ev.set_exception_handler(move |_, _| *r2.borrow_mut() += 1);
-    let p = ev
-        .run_until(ev.spawn_process(&mut sh("echo x"), Boom))
-        .unwrap();
+    let p = ev.spawn_process(&mut sh("echo x"), Boom).unwrap();
     let status: ExitStatus = ev.run_until(p.wait()).unwrap();
     assert!(status.success());
     assert_eq!(*reported.borrow(), 1);
@@ -303,9 +298,7 @@ fn a_child_that_reads_its_stdin_late_keeps_it() {
         "while [ ! -e {} ]; do sleep 0.01; done; exec cat",
         go.display()
     );
-    let p = ev
-        .run_until(ev.spawn_process(&mut sh(&script), rec))
-        .unwrap();
+    let p = ev.spawn_process(&mut sh(&script), rec).unwrap();
     let stdin = p.stdin().unwrap();
     assert_eq!(stdin.write_timeout(), None);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
@@ -337,7 +330,7 @@ fn a_child_reaped_elsewhere_ends_with_a_clear_failure() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     p.signal(deferloop::Signal::TERM).unwrap();
     let mut st = 0;

@@ -23,10 +23,10 @@ fn writing_to_a_child_that_closed_stdin_is_epipe_not_sigpipe() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(
+        .spawn_process(
             Command::new("sh").args(["-c", "exec 0<&-; echo closed; exec sleep 30"]),
             rec,
-        ))
+        )
         .unwrap();
     // The child has closed its stdin once it says so.
     logs::run_until(&ev, Duration::from_secs(20), || {

@@ -1184,8 +1184,8 @@ fn spawn_kid(lp: &Loop, stats: &Rc<RefCell<DaemonStats>>, n: u64) {
     };
     let stats2 = stats.clone();
     stats.borrow_mut().spawned += 1;
-    let _ = lp.spawn_process(&mut cmd, kid).add_callbacks(
-        move |p: deferloop::process::Process| {
+    match lp.spawn_process(&mut cmd, kid) {
+        Ok(p) => {
             if let Some(t) = feed {
                 p.write(t.as_bytes());
                 p.close_stdin();
@@ -1193,15 +1193,13 @@ fn spawn_kid(lp: &Loop, stats: &Rc<RefCell<DaemonStats>>, n: u64) {
             if kill {
                 let _ = p.kill();
             }
-            Ok(())
-        },
-        move |_f: Failure| {
+        }
+        Err(_) => {
             let mut st = stats2.borrow_mut();
             st.spawned -= 1;
             st.spawn_failures += 1;
-            Ok(())
-        },
-    );
+        }
+    }
 }
 
 /// Spawns a child every 20 ms until `stop`, then stops the loop.

@@ -122,12 +122,17 @@ pub(super) fn watch(
 }
 
 /// Kills the child if it is still ours (by pidfd, or by pid while known
-/// unreaped) and waits for it: a `SIGKILL`ed child is gone at once.
+/// unreaped), with its group if it leads one, and waits for it: a
+/// `SIGKILL`ed child is gone at once.
 pub(super) fn kill_and_reap(shared: &ChildState) {
     if shared.reaped.replace(true) {
         return;
     }
     let pidfd = shared.pidfd.as_ref();
+    if shared.own_group {
+        // What it started goes with it.
+        let _ = reap::send_group_signal(shared.pid, pidfd, libc::SIGKILL);
+    }
     let _ = reap::send_signal(shared.pid, pidfd, libc::SIGKILL);
     // ECHILD (reaped without us) is fine: nothing is left to wait for.
     let _ = reap::wait(shared.pid, pidfd, true);

@@ -12,13 +12,16 @@
 //! for by a thread of its own).
 
 mod exit;
+mod options;
+mod output;
 mod protocol;
 mod reap;
+mod spawn;
 
+pub use options::{ChildStdio, ExitWatch, ProcessGroup, SpawnOptions};
+pub use output::{OutputOptions, OutputTooLarge};
 pub use protocol::{ChildPipe, ProcessProtocol};
 
-use crate::deferred::LoopClosed;
-use crate::net::pipe::{self, PipeIo};
 use crate::net::{Protocol, Transport};
 use crate::reactor::WeakLoop;
 use crate::{fail, succeed, Deferred, Error, ExceptionContext, Failure, Loop, Resolver, Signal};
@@ -27,7 +30,7 @@ use std::fmt;
 use std::io;
 use std::os::unix::io::OwnedFd;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::rc::{Rc, Weak};
 
 /// Stops watching a child for its exit.
@@ -42,6 +45,8 @@ pub(crate) struct ChildState {
     /// Its pidfd, where the kernel has them: waits and signals through it
     /// name this process for good, whatever happens to the pid.
     pidfd: Option<OwnedFd>,
+    /// It leads a process group (or session) of its own.
+    own_group: bool,
     /// Set once reaped (by us, or found reaped without us): from then on
     /// the pid may name another process, and nothing is sent to it.
     pub(crate) reaped: Cell<bool>,
@@ -271,6 +276,33 @@ impl Process {
         }
     }
 
+    /// Sends `sig` to the child's whole process group: the child and what
+    /// it started (unless they left the group). For a child spawned with
+    /// [`ProcessGroup::New`] or [`ProcessGroup::Session`], and only while
+    /// the child is unreaped, since its pid names the group.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if the child has no group of its own (the
+    /// group would be the parent's); [`Error::Gone`] once the child has
+    /// been reaped; the OS error of `killpg` otherwise.
+    pub fn signal_group(&self, sig: Signal) -> Result<(), Error> {
+        let shared = self.shared.upgrade().ok_or(Error::Gone)?;
+        if !shared.own_group {
+            return Err(Error::InvalidInput(
+                "signal_group: the child has no process group of its own \
+                 (spawn it with ProcessGroup::New or ProcessGroup::Session)",
+            ));
+        }
+        if shared.reaped.get() {
+            return Err(Error::Gone);
+        }
+        match reap::send_group_signal(self.pid, shared.pidfd.as_ref(), sig.as_raw()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err(Error::Gone),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Sends `SIGKILL`.
     ///
     /// # Errors
@@ -299,7 +331,7 @@ impl Process {
     }
 
     /// A Deferred that fires with the exit status right after
-    /// `process_exited`, or fails with [`LoopClosed`] if the loop closes
+    /// `process_exited`, or fails with [`LoopClosed`](crate::deferred::LoopClosed) if the loop closes
     /// first, or with [`StatusUnavailable`] if the child was reaped without
     /// the loop (`SIGCHLD` ignored, or another part of the program waited
     /// for it).
@@ -326,183 +358,6 @@ impl fmt::Debug for Process {
             .field("pid", &self.pid)
             .field("status", &self.status())
             .finish()
-    }
-}
-
-/// What a `spawn` error means, in the user's words, naming the command.
-fn spawn_error(command: &str, e: io::Error) -> io::Error {
-    let what = match e.kind() {
-        io::ErrorKind::NotFound => "program not found",
-        io::ErrorKind::PermissionDenied => "permission denied (is it executable?)",
-        _ => "could not start it",
-    };
-    io::Error::new(e.kind(), format!("spawn {command}: {what}: {e}"))
-}
-
-impl Loop {
-    /// Starts `cmd` as a child process driven by `protocol`; the Deferred
-    /// fires with its [`Process`] once it is running (after
-    /// `protocol.connection_made`).
-    ///
-    /// stdin, stdout and stderr are always pipes to the loop (what `cmd`
-    /// said about them is replaced). The Deferred fails — and no protocol
-    /// method is called — if the program does not exist or is not
-    /// executable, if the working directory does not exist, or if the loop
-    /// is closed; the message names the command.
-    ///
-    /// # Examples
-    /// ```
-    /// use deferloop::process::{Process, ProcessProtocol};
-    /// use deferloop::{EventLoop, Failure};
-    /// use std::process::{Command, ExitStatus};
-    ///
-    /// #[derive(Default)]
-    /// struct Collect(Vec<u8>);
-    /// impl ProcessProtocol for Collect {
-    ///     fn out_received(&mut self, _: &Process, data: &[u8]) {
-    ///         self.0.extend_from_slice(data);
-    ///     }
-    ///     fn process_exited(&mut self, _: &Process, status: Result<ExitStatus, Failure>) {
-    ///         assert_eq!(self.0, b"hello\n");
-    ///         assert!(status.unwrap().success());
-    ///     }
-    /// }
-    ///
-    /// let ev = EventLoop::new()?;
-    /// let p = ev.run_until(ev.spawn_process(Command::new("echo").arg("hello"), Collect::default()))?;
-    /// let status = ev.run_until(p.wait())?;
-    /// assert!(status.success());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[track_caller]
-    pub fn spawn_process<P: ProcessProtocol>(
-        &self,
-        cmd: &mut Command,
-        protocol: P,
-    ) -> Deferred<Process> {
-        let at = Location::caller();
-        let command = cmd.get_program().to_string_lossy().into_owned();
-        if self.is_closed() {
-            return fail(Failure::new(LoopClosed));
-        }
-        if let Some(dir) = cmd.get_current_dir() {
-            if !dir.is_dir() {
-                let e = io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!(
-                        "spawn {command}: working directory {} does not exist or is not a directory",
-                        dir.display()
-                    ),
-                );
-                return fail(Failure::new(e));
-            }
-        }
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if reap::sigchld_ignored() {
-            log::warn!(
-                "deferloop: SIGCHLD is ignored (SIG_IGN or SA_NOCLDWAIT), so the kernel may reap \
-                 {command} itself: its exit is still reported, but its exit status may be \
-                 unavailable (StatusUnavailable)"
-            );
-        }
-        let child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => return fail(Failure::new(spawn_error(&command, e))),
-        };
-        match self.adopt_child(child, command.clone(), Box::new(protocol), at) {
-            Ok(p) => succeed(p),
-            Err(e) => fail(Failure::new(io::Error::other(format!(
-                "spawn {command}: {e}"
-            )))),
-        }
-    }
-
-    /// Registers a spawned child's pipes and exit watcher. On an error the
-    /// child is killed and reaped, and what was opened is closed.
-    fn adopt_child(
-        &self,
-        mut child: Child,
-        command: String,
-        protocol: Box<dyn ProcessProtocol>,
-        at: &'static Location<'static>,
-    ) -> Result<Process, Error> {
-        let stdin = mio::unix::pipe::Sender::from(child.stdin.take().expect("piped"));
-        let stdout = mio::unix::pipe::Receiver::from(child.stdout.take().expect("piped"));
-        let stderr = mio::unix::pipe::Receiver::from(child.stderr.take().expect("piped"));
-        let pid = child.id();
-        // `child` is dropped here: that neither waits nor kills, and the
-        // loop waits for the pid itself (by pidfd where it can).
-        drop(child);
-        let (pidfd, gone) = match reap::pidfd_open(pid) {
-            reap::Opened::Fd(fd) => (Some(fd), false),
-            reap::Opened::Unsupported => (None, false),
-            reap::Opened::Gone => (None, true),
-        };
-        let shared = Rc::new(ChildState {
-            lp: self.downgrade(),
-            pid,
-            command,
-            at,
-            pidfd,
-            reaped: Cell::new(false),
-            outcome: RefCell::new(None),
-            proto: RefCell::new(None),
-            stdin: RefCell::new(None),
-            open_reads: Cell::new(2),
-            done: Cell::new(false),
-            detached: Cell::new(false),
-            waiters: RefCell::new(Vec::new()),
-            weak_self: RefCell::new(Weak::new()),
-            unwatch: RefCell::new(None),
-        });
-        *shared.weak_self.borrow_mut() = Rc::downgrade(&shared);
-        let mut opened = Vec::new();
-        let r = (|| -> Result<(), Error> {
-            stdin.set_nonblocking(true)?;
-            stdout.set_nonblocking(true)?;
-            stderr.set_nonblocking(true)?;
-            let pipes = [
-                (PipeIo::Write(Some(stdin)), ChildPipe::Stdin),
-                (PipeIo::Read(stdout), ChildPipe::Stdout),
-                (PipeIo::Read(stderr), ChildPipe::Stderr),
-            ];
-            for (io, which) in pipes {
-                let proto = Box::new(PipeProto {
-                    shared: shared.clone(),
-                    which,
-                });
-                let t = pipe::open(self, io, proto, at)?;
-                if which == ChildPipe::Stdin {
-                    *shared.stdin.borrow_mut() = Some(t.clone());
-                }
-                opened.push(t);
-            }
-            if gone {
-                return Ok(());
-            }
-            exit::watch(self, &shared, at)
-        })();
-        if let Err(e) = r {
-            shared.done.set(true); // no protocol method, ever
-            for t in opened {
-                t.abort();
-            }
-            exit::kill_and_reap(&shared);
-            return Err(e);
-        }
-        *shared.proto.borrow_mut() = Some(protocol);
-        shared.call(self, |p, proc| p.connection_made(proc));
-        if gone {
-            // Reaped without us before a pidfd could name it.
-            let f = shared.unavailable();
-            shared.ended(self, Err(f));
-        } else {
-            // It may have exited already (a watcher installed late sees no edge).
-            shared.try_reap(self);
-        }
-        Ok(shared.handle())
     }
 }
 

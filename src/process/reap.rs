@@ -14,7 +14,8 @@ use std::process::ExitStatus;
 /// Set (to anything) in the environment, exits are watched through
 /// `SIGCHLD` even where the kernel has pidfds: for a sandbox that refuses
 /// `pidfd_open` in a way the fallback does not notice, and for the tests of
-/// the `SIGCHLD` path (tests/process_sigchld.rs). Read at each spawn.
+/// the `SIGCHLD` path (tests/process_sigchld.rs). Read at each spawn with
+/// `ExitWatch::Auto`.
 pub(crate) const NO_PIDFD_ENV: &str = "DEFERLOOP_NO_PIDFD";
 
 /// What `pidfd_open` gave.
@@ -28,8 +29,8 @@ pub(crate) enum Opened {
 }
 
 #[cfg(any(target_os = "linux", target_os = "android"))]
-pub(crate) fn pidfd_open(pid: u32) -> Opened {
-    if std::env::var_os(NO_PIDFD_ENV).is_some() {
+pub(crate) fn pidfd_open(pid: u32, heed_env: bool) -> Opened {
+    if heed_env && std::env::var_os(NO_PIDFD_ENV).is_some() {
         return Opened::Unsupported;
     }
     let Ok(pid) = libc::pid_t::try_from(pid) else {
@@ -48,7 +49,7 @@ pub(crate) fn pidfd_open(pid: u32) -> Opened {
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
-pub(crate) fn pidfd_open(_: u32) -> Opened {
+pub(crate) fn pidfd_open(_: u32, _: bool) -> Opened {
     Opened::Unsupported
 }
 
@@ -135,22 +136,31 @@ pub(crate) fn wait(
     waitpid(pid, flags)
 }
 
-/// Whether the child, without a pidfd, is still ours to signal by pid: not
-/// yet reaped (asked with `WNOWAIT`, which reaps nothing: a zombie keeps its
-/// pid, so a signal to it reaches no other process).
-fn unreaped(pid: libc::pid_t) -> bool {
-    // SAFETY: an all-zero siginfo_t is a valid value (plain integers).
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waitid(2) with WNOWAIT only asks, for one pid.
-    let r = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
+/// Whether the child is still ours to signal: not yet reaped (asked with
+/// `WNOWAIT`, which reaps nothing: a zombie keeps its pid, so a signal to
+/// it reaches no other process). By pidfd where there is one.
+fn unreaped(pid: libc::pid_t, pidfd: Option<&OwnedFd>) -> bool {
+    let ask = |idtype, id: libc::id_t| {
+        // SAFETY: an all-zero siginfo_t is a valid value (plain integers).
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        // SAFETY: waitid(2) with WNOWAIT only asks, for one child.
+        if unsafe { libc::waitid(idtype, id, &mut info, flags) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     };
-    r == 0
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Some(fd) = pidfd {
+        match ask(libc::P_PIDFD, fd.as_raw_fd() as libc::id_t) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            r => return r.is_ok(),
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = pidfd;
+    ask(libc::P_PID, pid as libc::id_t).is_ok()
 }
 
 /// Sends `sig` to the child: through its pidfd where there is one, else by
@@ -179,12 +189,29 @@ pub(crate) fn send_signal(pid: u32, pidfd: Option<&OwnedFd>, sig: i32) -> io::Re
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     let _ = pidfd;
     let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
-    if !unreaped(pid) {
+    if !unreaped(pid, None) {
         return Err(io::Error::from_raw_os_error(libc::ESRCH));
     }
     // SAFETY: kill(2) on our own child, just seen unreaped (a zombie at
     // worst), so the pid still names it.
     if unsafe { libc::kill(pid, sig) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sends `sig` to the process group the child leads. Only while the
+/// leader is unreaped: its pid then still names the group (a pid is not
+/// given to a new process while a group of that id has members, but once
+/// the group is empty it may be, and a new group with it).
+pub(crate) fn send_group_signal(pid: u32, pidfd: Option<&OwnedFd>, sig: i32) -> io::Result<()> {
+    let pgid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    if !unreaped(pgid, pidfd) {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    // SAFETY: killpg(2) on the group our child leads, just seen unreaped
+    // (a zombie at worst), so its pid still names the group.
+    if unsafe { libc::killpg(pgid, sig) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
