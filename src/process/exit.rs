@@ -2,8 +2,7 @@
 //! child until it is reaped. Through a pidfd (Linux 5.3+: readable once the
 //! child exits, also when the kernel reaped it because `SIGCHLD` is
 //! ignored; `waitid(P_PIDFD)` gives the status) or, where there is none, a
-//! `SIGCHLD` handler of the loop (chained with the handlers already there)
-//! and `waitpid(pid, WNOHANG)` for the child's own pid, never `-1`, so
+//! `SIGCHLD` handler of the loop and `waitpid(pid, WNOHANG)` for the child's own pid, never `-1`, so
 //! children that other code spawned are left to it. A wait that finds the
 //! child gone (`ECHILD`) ends it with `StatusUnavailable` (see `reap.rs`).
 //!

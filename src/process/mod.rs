@@ -1,15 +1,42 @@
-//! Child processes with a protocol: [`Loop::spawn_process`],
-//! [`ProcessProtocol`], the [`Process`] handle.
+//! Child processes with a protocol: [`Loop::spawn_process`] (and
+//! [`spawn_process_with`](Loop::spawn_process_with) for each stream's stdio,
+//! a process group, the exit watch), [`ProcessProtocol`], the [`Process`]
+//! handle; [`Loop::process_output`] for output and status as one Deferred.
 //!
-//! A child is started with `std::process::Command`; its three pipes are made
+//! A child is started with `std::process::Command`; its pipes are made
 //! non-blocking and registered with the loop as stream connections (stdin is
-//! a [`Transport`], with its write buffer and flow control). Its exit is
-//! noticed through a pidfd where the kernel has one (Linux 5.3+), else through
-//! `SIGCHLD` (also with `DEFERLOOP_NO_PIDFD` set in the environment). `process_exited` is called once, after the exit *and* after
-//! stdout and stderr reached end-of-file, so no output is lost. Every child
-//! is reaped: when it exits, or when the loop closes (killed first, unless
-//! [`detach`](Process::detach)ed; a detached child still running is waited
-//! for by a thread of its own).
+//! a [`Transport`], with its write buffer and flow control). `process_exited`
+//! is called once, after the exit *and* after stdout and stderr reached
+//! end-of-file, so no output is lost. Every child is reaped: when it exits,
+//! or when the loop closes (killed first, with its group if it leads one,
+//! unless [`detach`](Process::detach)ed; a detached child still running is
+//! waited for by a thread of its own).
+//!
+//! # How an exit is seen, case by case
+//! - **pidfd** ([`ExitWatch::Auto`] on Linux 5.3+, or [`ExitWatch::Pidfd`]):
+//!   the pidfd turns readable when the child exits; `waitid(P_PIDFD)` gives
+//!   the status. Signals go by `pidfd_send_signal`, which never reaches
+//!   another process that was given the pid.
+//! - **`SIGCHLD`** (no pidfd, [`ExitWatch::Sigchld`], or `DEFERLOOP_NO_PIDFD`
+//!   set in the environment): a handler of the loop's, installed while a
+//!   child is watched, then `waitpid(pid, WNOHANG)` for each of its own
+//!   children — never `waitpid(-1)`, which would take other code's children.
+//!   Signals go by pid, and only while `waitid(WNOWAIT)` shows the child
+//!   unreaped. While the handler is installed `SIGCHLD` is not ignored, so
+//!   the kernel reaps no child itself; the old disposition returns after.
+//! - **`SIGCHLD` ignored** (`SIG_IGN`, or `SA_NOCLDWAIT`): the kernel reaps
+//!   children itself and no wait sees a status. The spawn logs a warning;
+//!   the exit is still reported, with `Err(`[`StatusUnavailable`]`)` to
+//!   `process_exited` and from [`Process::wait`] (on the `SIGCHLD` path only
+//!   for a child that exited before the loop's handler was in).
+//! - **Reaped elsewhere** (another part of the program waited for the pid):
+//!   the same `StatusUnavailable`. Never silence, as libuv (its `exit_cb`
+//!   never runs), and never a made-up status, as asyncio (255).
+//!
+//! A write to a child's stdin that the child closed fails with `EPIPE`
+//! (heard as stdin's `pipe_closed` reason) and never raises `SIGPIPE` in the
+//! host, whatever its disposition — a C host that embeds the library may
+//! leave it at `SIG_DFL`.
 
 mod exit;
 mod options;

@@ -70,7 +70,7 @@ pub enum ExitWatch {
     /// it; signals through it never reach another process that got the pid.
     /// The spawn fails where there is none.
     Pidfd,
-    /// A `SIGCHLD` handler of the loop (chained with others) and
+    /// A `SIGCHLD` handler of the loop ([`Loop::add_signal_handler`](crate::Loop::add_signal_handler)) and
     /// `waitpid(pid, WNOHANG)`. While it is installed, `SIGCHLD` is no
     /// longer ignored, so the kernel does not reap children itself.
     Sigchld,
