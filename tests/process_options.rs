@@ -59,14 +59,19 @@ fn output_status_stdout_and_stderr_come_as_one_deferred() {
 fn output_past_its_cap_is_a_clear_failure_and_the_child_is_killed() {
     let ev = EventLoop::new().unwrap();
     let capped = |cmd: &mut Command, opts: OutputOptions| -> (String, Option<OutputTooLarge>) {
-        let d = ev.process_output(cmd, opts).add_both(|r| {
+        // Not the bound's doing: past it, the result is replaced.
+        let bound = Duration::from_secs(20);
+        let d = ev.process_output(cmd, opts);
+        let d = d.add_timeout_with(bound, &ev, |_, after| {
+            Err(Failure::msg(format!("no result within {after:?}")))
+        });
+        let d = d.add_both(|r| {
             Ok::<_, Failure>(match r {
                 Ok(out) => panic!("no cap was hit: {out:?}"),
                 Err(f) => (f.to_string(), f.downcast_ref::<OutputTooLarge>().cloned()),
             })
         });
-        ev.run_until(d.add_timeout(Duration::from_secs(20), &ev))
-            .unwrap()
+        ev.run_until(d).unwrap()
     };
     let (msg, typed) = capped(
         &mut Command::new("yes"),
@@ -86,6 +91,14 @@ fn output_past_its_cap_is_a_clear_failure_and_the_child_is_killed() {
     );
     assert!(msg.contains("4999 bytes to stderr"), "{msg}");
     assert_eq!(typed.unwrap().stream, ChildPipe::Stderr);
+
+    // A grandchild that holds stdout after the child is killed cannot keep
+    // the result waiting: our end is closed, and its next write fails.
+    let (msg, _) = capped(
+        &mut sh("yes; true"),
+        OutputOptions::default().max_stdout(1000),
+    );
+    assert!(msg.contains("output too large"), "{msg}");
 
     // Exactly at the cap is fine.
     let out = ev
@@ -127,6 +140,11 @@ fn each_stream_is_a_pipe_null_inherited_or_a_given_fd() {
         .spawn_process_with(&mut sh("read x; echo \"to the file $?\""), rec, opts)
         .unwrap();
     assert!(p.stdin().is_none(), "stdin is /dev/null, not ours");
+    assert!(ev.run_until(p.wait()).unwrap().success());
+    // With no pipe, nothing of the loop's holds the child once it ended:
+    // the handle still answers.
+    assert!(p.has_exited());
+    assert_eq!(p.status().map(|s| s.success()), Some(true));
     assert!(ev.run_until(p.wait()).unwrap().success());
     let written = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).unwrap();

@@ -79,9 +79,13 @@ pub(crate) struct ChildState {
     pub(crate) reaped: Cell<bool>,
     /// How it ended, once reaped: its status, or a [`StatusUnavailable`].
     outcome: RefCell<Option<Result<ExitStatus, Failure>>>,
+    /// The same, once `process_exited` was called; shared with the handles.
+    finished: Finished,
     /// `None` while one of its methods runs, and after `process_exited`.
     proto: RefCell<Option<Box<dyn ProcessProtocol>>>,
     stdin: RefCell<Option<Transport>>,
+    /// Our ends of stdout and stderr, while open.
+    reads: RefCell<Vec<Transport>>,
     /// stdout and stderr still open.
     open_reads: Cell<u8>,
     done: Cell<bool>,
@@ -97,6 +101,7 @@ impl ChildState {
         Process {
             shared: self.weak_self.borrow().clone(),
             pid: self.pid,
+            finished: self.finished.clone(),
         }
     }
 
@@ -191,6 +196,8 @@ impl ChildState {
             self.call(lp, |p, proc| p.pipe_closed(proc, ChildPipe::Stdin, reason));
         }
         self.done.set(true);
+        self.reads.borrow_mut().clear();
+        *self.finished.borrow_mut() = Some(outcome.clone());
         let given = outcome.clone();
         self.call(lp, |p, proc| p.process_exited(proc, given));
         let proto = self.proto.borrow_mut().take();
@@ -250,7 +257,14 @@ impl Protocol for PipeProto {
 pub struct Process {
     shared: Weak<ChildState>,
     pid: u32,
+    /// How it ended, once `process_exited` was called: kept by the handles,
+    /// so `wait` and `status` still answer once the child's state is gone
+    /// (at once, for a child with no pipe to the loop).
+    finished: Finished,
 }
+
+/// How a child ended, once `process_exited` was called.
+pub(crate) type Finished = Rc<RefCell<Option<Result<ExitStatus, Failure>>>>;
 
 impl Process {
     /// The child's process id.
@@ -330,6 +344,18 @@ impl Process {
         }
     }
 
+    /// Closes our ends of stdout and stderr: what the child (or a
+    /// grandchild holding them) writes next meets a closed pipe.
+    pub(crate) fn close_reads(&self) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let reads = std::mem::take(&mut *shared.reads.borrow_mut());
+        for t in reads {
+            t.abort();
+        }
+    }
+
     /// Sends `SIGKILL`.
     ///
     /// # Errors
@@ -349,12 +375,15 @@ impl Process {
     /// The exit status, once the child has been reaped (`None` also when
     /// it is [unavailable](StatusUnavailable)).
     pub fn status(&self) -> Option<ExitStatus> {
+        if let Some(r) = &*self.finished.borrow() {
+            return r.as_ref().ok().copied();
+        }
         self.shared.upgrade()?.outcome.borrow().clone()?.ok()
     }
 
     /// Whether `process_exited` has been called.
     pub fn has_exited(&self) -> bool {
-        self.shared.upgrade().is_none_or(|s| s.done.get())
+        self.finished.borrow().is_some() || self.shared.upgrade().is_none_or(|s| s.done.get())
     }
 
     /// A Deferred that fires with the exit status right after
@@ -363,16 +392,14 @@ impl Process {
     /// the loop (`SIGCHLD` ignored, or another part of the program waited
     /// for it).
     pub fn wait(&self) -> Deferred<ExitStatus> {
+        match self.finished.borrow().clone() {
+            Some(Ok(st)) => return succeed(st),
+            Some(Err(f)) => return fail(f),
+            None => {}
+        }
         let Some(s) = self.shared.upgrade() else {
             return fail(Failure::new(Error::Gone));
         };
-        if s.done.get() {
-            match s.outcome.borrow().clone() {
-                Some(Ok(st)) => return succeed(st),
-                Some(Err(f)) => return fail(f),
-                None => {}
-            }
-        }
         let (d, r) = Deferred::new();
         s.waiters.borrow_mut().push(r);
         d

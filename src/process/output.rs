@@ -52,8 +52,9 @@ impl OutputOptions {
 }
 
 /// The failure of [`Loop::process_output`] when a stream passed its cap:
-/// the child was killed (an output that large is a runaway, not a result)
-/// and what it wrote is dropped.
+/// the child was killed (an output that large is a runaway, not a result),
+/// our ends of its streams closed (what still writes to them meets a closed
+/// pipe), and what it wrote is dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OutputTooLarge {
@@ -118,8 +119,10 @@ impl Collect {
         kept.stdout = Vec::new();
         kept.stderr = Vec::new();
         drop(kept);
-        // Gone already is fine: it ended on its own.
+        // Gone already is fine: it ended on its own. Our ends close too, so
+        // a grandchild that holds the streams cannot keep the result waiting.
         let _ = process.kill();
+        process.close_reads();
     }
 }
 

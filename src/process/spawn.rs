@@ -253,8 +253,10 @@ impl Loop {
             own_group,
             reaped: Cell::new(false),
             outcome: RefCell::new(None),
+            finished: Rc::default(),
             proto: RefCell::new(None),
             stdin: RefCell::new(None),
+            reads: RefCell::new(Vec::new()),
             open_reads: Cell::new(open_reads),
             done: Cell::new(false),
             detached: Cell::new(false),
@@ -291,6 +293,8 @@ impl Loop {
                 let t = pipe::open(self, io, proto, at)?;
                 if which == ChildPipe::Stdin {
                     *shared.stdin.borrow_mut() = Some(t.clone());
+                } else {
+                    shared.reads.borrow_mut().push(t.clone());
                 }
                 opened.push(t);
             }
