@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // unhandled failures, ignored writes): show warnings unless RUST_LOG says otherwise.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let ev = EventLoop::new()?;
-    let lp = ev.handle();
+    let lp = ev.to_loop();
 
     // 1. Chaining: a callback that returns a Deferred pauses the chain until it fires.
     let d = fetch(&lp, 1, Duration::from_millis(5))

@@ -119,7 +119,7 @@ pub fn serve(
     // The guest's timers fire through the host's: a tick every 50 ms.
     let ticks = Rc::new(Cell::new(0));
     let t = ticks.clone();
-    let tick = LoopingCall::new(guest_ev.handle(), move || {
+    let tick = LoopingCall::new(guest_ev.to_loop(), move || {
         t.set(t.get() + 1);
         Ok::<(), deferloop::Failure>(())
     });
@@ -128,7 +128,7 @@ pub fn serve(
         lines: 0,
         ticks: ticks.clone(),
     })?;
-    let _hosted = host(&host_ev, guest_ev.handle(), |host| host.stop())?;
+    let _hosted = host(&host_ev, guest_ev.to_loop(), |host| host.stop())?;
     bound(
         guest_ev.remote(),
         e.local_addr().as_inet().expect("tcp"),

@@ -28,7 +28,7 @@ pub fn start(
     addr: SocketAddr,
     target: SocketAddr,
 ) -> Result<Listener, deferloop::Error> {
-    let lp = ev.handle();
+    let lp = ev.to_loop();
     Stream::listen_tcp(ev, addr, move |client| {
         let upstream = Stream::connect(&lp, target);
         client.set_linger(LINGER);

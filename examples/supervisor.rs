@@ -65,17 +65,15 @@ pub fn supervise(
     loop_fn(FIRST_BACKOFF, move |delay| {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]);
-        let (lp, signals, name) = (lp.clone(), signals.clone(), argv[0].clone());
-        let spawned = lp.spawn_process(&mut cmd, PassThrough);
         let first = !std::mem::replace(&mut ever_started, true);
-        spawned.add_both(move |r| match r {
-            Ok(p) => run_once(&lp, &p, delay, &signals, stop_timeout, name),
-            Err(f) if first => fail(f),
-            Err(f) => {
-                eprintln!("supervisor: {f}");
+        match lp.spawn_process(&mut cmd, PassThrough) {
+            Ok(p) => run_once(&lp, &p, delay, &signals, stop_timeout, argv[0].clone()),
+            Err(e) if first => fail(e),
+            Err(e) => {
+                eprintln!("supervisor: {e}");
                 back_off(&lp, delay, &signals)
             }
-        })
+        }
     })
 }
 

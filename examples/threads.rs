@@ -9,7 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // unhandled failures, ignored writes): show warnings unless RUST_LOG says otherwise.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let ev = EventLoop::new()?;
-    let lp = ev.handle();
+    let lp = ev.to_loop();
     let t0 = Instant::now();
     // A heartbeat every 50 ms keeps running while the pool blocks.
     let beat = LoopingCall::new(lp.clone(), move || {

@@ -4,9 +4,8 @@
 // need time take a clock. Tests: below, tests/deferred_*.rs,
 // tests/clock_helpers_accept_event_loop.rs.
 
-use crate::reactor::later;
-use crate::reactor::timers::{Cancelled, TimerId, TimerWheel};
-use crate::{Error, EventLoop, Loop};
+use crate::timers::{later, Removed, TimerId, TimerWheel};
+use crate::Error;
 use std::cell::RefCell;
 use std::fmt;
 use std::rc::{Rc, Weak};
@@ -14,9 +13,9 @@ use std::time::{Duration, Instant};
 
 /// A source of monotonic time that can run a function later.
 ///
-/// Implemented by [`Loop`] and [`ManualClock`]. A clock is a cheap handle
+/// Implemented by [`Loop`](crate::Loop) and [`ManualClock`]. A clock is a cheap handle
 /// (`Clone`) so that a helper can keep it to schedule again later. Helpers take
-/// an [`AsClock`], which the owning [`EventLoop`] also is.
+/// an [`AsClock`], which the owning [`EventLoop`](crate::EventLoop) also is.
 pub trait Clock: Clone + 'static {
     /// The handle of one delayed call.
     type Timer: Timer;
@@ -40,8 +39,8 @@ pub trait Clock: Clone + 'static {
 ///
 /// [`Deferred::add_timeout`](crate::Deferred::add_timeout),
 /// [`defer_later`](crate::defer_later) and [`LoopingCall`](crate::LoopingCall)
-/// take an `AsClock`, so the owning [`EventLoop`] works where its
-/// [`Loop`] handle does: `&ev`, `&ev.handle()`, the `&Loop` a callback gets,
+/// take an `AsClock`, so the owning [`EventLoop`](crate::EventLoop) works where its
+/// [`Loop`](crate::Loop) handle does: `&ev`, `&ev.to_loop()`, the `&Loop` a callback gets,
 /// and a [`ManualClock`] or `&ManualClock` in tests. Every [`Clock`] is one.
 ///
 /// # Examples
@@ -51,7 +50,7 @@ pub trait Clock: Clone + 'static {
 ///
 /// let ev = EventLoop::new()?;
 /// let (d, _r) = Deferred::<()>::new();
-/// let d = d.add_timeout(Duration::from_millis(5), &ev); // `&ev.handle()` works too
+/// let d = d.add_timeout(Duration::from_millis(5), &ev); // `&ev.to_loop()` works too
 /// assert!(ev.run_until(d).unwrap_err().check::<TimedOut>());
 /// # Ok::<(), deferloop::Error>(())
 /// ```
@@ -67,30 +66,6 @@ impl<C: Clock> AsClock for C {
     type Clock = C;
 
     fn as_clock(&self) -> &C {
-        self
-    }
-}
-
-impl AsClock for EventLoop {
-    type Clock = Loop;
-
-    fn as_clock(&self) -> &Loop {
-        self
-    }
-}
-
-impl AsClock for &EventLoop {
-    type Clock = Loop;
-
-    fn as_clock(&self) -> &Loop {
-        self
-    }
-}
-
-impl AsClock for &Loop {
-    type Clock = Loop;
-
-    fn as_clock(&self) -> &Loop {
         self
     }
 }
@@ -265,7 +240,7 @@ impl Timer for ManualTimer {
             c
         };
         // The payload (and whatever it captured) drops outside the borrow.
-        matches!(cancelled, Cancelled::Pending(_))
+        matches!(cancelled, Removed::Pending(_))
     }
 
     fn is_active(&self) -> bool {

@@ -122,6 +122,7 @@ pub mod process;
 mod reactor;
 pub mod shutdown;
 pub mod signal;
+mod timers;
 
 pub use clock::{AsClock, Clock, ManualClock, ManualTimer, Timer};
 pub use context::ContextVar;

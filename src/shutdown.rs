@@ -18,7 +18,8 @@
 //! exception handler and does not stop the sequence.
 
 use crate::net::Listener;
-use crate::reactor::{later, WeakLoop};
+use crate::reactor::WeakLoop;
+use crate::timers::later;
 use crate::{
     succeed, Deferred, DeferredList, Error, ExceptionContext, Failure, Loop, Resolver, Signal,
     SignalHandler,
@@ -53,7 +54,7 @@ impl Phase {
 type Trigger = Box<dyn FnOnce(&Loop) -> Deferred<()>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+enum Stage {
     Idle,
     Running(usize),
     Done,
@@ -65,7 +66,7 @@ struct Inner {
     triggers: RefCell<[Vec<Trigger>; 3]>,
     deadlines: Cell<[Duration; 3]>,
     listeners: RefCell<Vec<Listener>>,
-    state: Cell<State>,
+    state: Cell<Stage>,
     forced: Cell<bool>,
     /// The phase's combined Deferred, cancelled by `force`.
     waiting: RefCell<Option<Deferred<()>>>,
@@ -118,7 +119,7 @@ impl Shutdown {
                 triggers: RefCell::new([Vec::new(), Vec::new(), Vec::new()]),
                 deadlines: Cell::new([DEFAULT_PHASE_DEADLINE; 3]),
                 listeners: RefCell::new(Vec::new()),
-                state: Cell::new(State::Idle),
+                state: Cell::new(Stage::Idle),
                 forced: Cell::new(false),
                 waiting: RefCell::new(None),
                 done: RefCell::new(Vec::new()),
@@ -150,12 +151,12 @@ impl Shutdown {
 
     /// Whether the sequence has begun (and not finished).
     pub fn is_running(&self) -> bool {
-        matches!(self.inner.state.get(), State::Running(_))
+        matches!(self.inner.state.get(), Stage::Running(_))
     }
 
     /// Whether the sequence is over (the loop was asked to stop).
     pub fn is_done(&self) -> bool {
-        self.inner.state.get() == State::Done
+        self.inner.state.get() == Stage::Done
     }
 
     /// Whether it was forced ([`force`](Self::force)).
@@ -176,7 +177,7 @@ impl Shutdown {
 
     /// Begins the sequence (a second call does nothing).
     pub fn start(&self) {
-        if self.inner.state.get() != State::Idle {
+        if self.inner.state.get() != Stage::Idle {
             return;
         }
         run_phase(&self.inner, 0);
@@ -187,7 +188,7 @@ impl Shutdown {
     /// loop stops. The thread pool is not waited for when the loop closes.
     pub fn force(&self) {
         let inner = &self.inner;
-        if inner.state.get() == State::Done {
+        if inner.state.get() == Stage::Done {
             return;
         }
         inner.forced.set(true);
@@ -265,7 +266,7 @@ fn report(lp: &Loop, inner: &Inner, message: &str, failure: &Failure) {
 /// Runs phase `i` (3: the end), then, once its Deferreds are done or its
 /// deadline passed, the next.
 fn run_phase(inner: &Rc<Inner>, i: usize) {
-    if inner.state.get() == State::Done {
+    if inner.state.get() == Stage::Done {
         return;
     }
     let Some(lp) = inner.lp.upgrade() else {
@@ -274,7 +275,7 @@ fn run_phase(inner: &Rc<Inner>, i: usize) {
     if i == 3 {
         return finish(inner);
     }
-    inner.state.set(State::Running(i));
+    inner.state.set(Stage::Running(i));
     let deadline = inner.deadlines.get()[i];
     let triggers = std::mem::take(&mut inner.triggers.borrow_mut()[i]);
     let mut waits = Vec::new();
@@ -311,7 +312,7 @@ fn run_phase(inner: &Rc<Inner>, i: usize) {
                 return Ok(());
             };
             inner.waiting.borrow_mut().take();
-            if inner.state.get() == State::Done {
+            if inner.state.get() == Stage::Done {
                 return Ok(()); // forced
             }
             match r {
@@ -339,7 +340,7 @@ fn run_phase(inner: &Rc<Inner>, i: usize) {
 
 /// The end: the loop stops, `done` fires, the signal handlers go.
 fn finish(inner: &Inner) {
-    if inner.state.replace(State::Done) == State::Done {
+    if inner.state.replace(Stage::Done) == Stage::Done {
         return;
     }
     if let Some(lp) = inner.lp.upgrade() {

@@ -1,6 +1,6 @@
 //! The helpers that need time accept the owning `EventLoop` where they accept
 //! its `Loop` handle: `d.add_timeout(t, &ev)` compiles and runs, and the old
-//! spellings (`&ev.handle()`, the `&Loop` of a callback, a `ManualClock` by
+//! spellings (`&ev.to_loop()`, the `&Loop` of a callback, a `ManualClock` by
 //! value or by reference) keep working.
 
 use deferloop::{defer_later, Deferred, EventLoop, LoopingCall, ManualClock, TimedOut};
@@ -57,7 +57,7 @@ fn defer_later_and_looping_call_accept_the_event_loop() {
 fn the_old_spellings_still_work() {
     let ev = EventLoop::new().unwrap();
     let (d, _r) = Deferred::<u8>::new();
-    let d = d.add_timeout(ms(1), &ev.handle());
+    let d = d.add_timeout(ms(1), &ev.to_loop());
     assert!(ev.run_until(d).unwrap_err().check::<TimedOut>());
 
     // The `&Loop` a callback gets.

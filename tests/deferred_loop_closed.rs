@@ -11,7 +11,7 @@ const MS: Duration = Duration::from_millis(1);
 #[test]
 fn a_closed_loop_refuses_calls_with_error_and_fails_chains_with_loop_closed() {
     let ev = EventLoop::new().unwrap();
-    let lp = ev.handle();
+    let lp = ev.to_loop();
     ev.close().unwrap();
 
     assert!(matches!(lp.call_soon(|_| {}), Err(Error::Closed)));

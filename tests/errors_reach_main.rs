@@ -97,7 +97,7 @@ fn cancelled_abandoned_and_loop_closed_reach_anyhow() {
     assert!(a.is_some(), "{e:#}");
 
     let closed = EventLoop::new().unwrap();
-    let lp = closed.handle();
+    let lp = closed.to_loop();
     closed.close().unwrap();
     let d = defer_later(&lp, SEC, || Ok(1u8));
     let e = anyhow_run(&ev, d).unwrap_err();

@@ -38,7 +38,7 @@ fn a_fresh_loop_has_nothing_to_do_and_a_quiet_fd() {
     let ev = EventLoop::new().unwrap();
     let fd = ev.as_raw_fd();
     assert_eq!(fd, ev.as_fd().as_raw_fd());
-    assert_eq!(fd, ev.handle().as_raw_fd());
+    assert_eq!(fd, ev.to_loop().as_raw_fd());
     assert_eq!(ev.timeout(), None);
     assert!(!readable(fd, 0));
     assert!(!ev.run_once_timeout(Duration::ZERO).unwrap());
@@ -208,7 +208,7 @@ fn a_blocking_call_between_embedded_turns_is_answered() {
 fn a_loop_may_run_a_turn_inside_another_loops_callback() {
     let host = EventLoop::new().unwrap();
     let guest = EventLoop::new().unwrap();
-    let g = guest.handle();
+    let g = guest.to_loop();
     let seen: Rc<Cell<Option<bool>>> = Rc::default();
     let s = seen.clone();
     guest

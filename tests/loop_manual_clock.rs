@@ -49,7 +49,7 @@ fn time_stands_still_until_the_clock_moves() {
 #[test]
 fn timeouts_and_delayed_calls_follow_the_manual_clock() {
     let (ev, clock) = manual();
-    let lp = ev.handle();
+    let lp = ev.to_loop();
     let (slow, _r) = Deferred::<u32>::new();
     let slow = slow.add_timeout(Duration::from_secs(30), &lp);
     let later = defer_later(&lp, Duration::from_secs(10), || Ok(7));
@@ -65,7 +65,7 @@ fn a_looping_call_on_the_loop_ticks_as_the_clock_advances() {
     let (ev, clock) = manual();
     let ticks = Rc::new(Cell::new(0));
     let t = ticks.clone();
-    let lc = LoopingCall::new(ev.handle(), move || {
+    let lc = LoopingCall::new(ev.to_loop(), move || {
         t.set(t.get() + 1);
         Ok(())
     });

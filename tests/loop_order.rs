@@ -294,7 +294,7 @@ fn current_loop_is_only_available_while_running() -> Result<(), Error> {
 #[test]
 fn dropping_the_event_loop_inside_run_closes_it_afterwards() -> Result<(), Error> {
     let ev = EventLoop::new()?;
-    let lp = ev.handle();
+    let lp = ev.to_loop();
     let slot = Rc::new(RefCell::new(Some(ev)));
     let s = slot.clone();
     // Recorded, not asserted, in the callback: the loop contains its panics.

@@ -1,4 +1,4 @@
-//! Sockets made elsewhere (src/net/adopt.rs): `SO_REUSEPORT` listeners on one
+//! Sockets made elsewhere (src/net/open/adopt.rs): `SO_REUSEPORT` listeners on one
 //! port, a `std` listener, and a stream accepted on another thread.
 
 use deferloop::net::{bind_reuseport, Protocol, Transport};

@@ -3,7 +3,7 @@
 
 mod util;
 
-use deferloop::net::{Protocol, Transport, READ_BUDGET};
+use deferloop::net::{Limits, Protocol, Transport};
 use deferloop::{EventLoop, Loop};
 use std::cell::{Cell, RefCell};
 use std::io::Write;
@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use util::run_until;
+
+const READ_BUDGET: usize = Limits::DEFAULT.read_budget;
 
 const T: Duration = Duration::from_secs(20);
 
@@ -68,7 +70,7 @@ fn a_flooding_connection_does_not_delay_a_ping_on_another() {
     let per_turn = Rc::new(RefCell::new(Vec::new()));
     let conns = Rc::new(RefCell::new(Vec::new()));
     let (lp, fb, pt, cs) = (
-        ev.handle(),
+        ev.to_loop(),
         flood_bytes.clone(),
         per_turn.clone(),
         conns.clone(),
@@ -115,7 +117,7 @@ fn a_flooding_connection_does_not_delay_a_ping_on_another() {
             ev.connect_tcp(
                 addr,
                 Pinger {
-                    lp: ev.handle(),
+                    lp: ev.to_loop(),
                     got_pong_at: got_pong_at.clone(),
                     got: got.clone(),
                 },

@@ -3,7 +3,7 @@
 
 mod util;
 
-use deferloop::net::{Listener, Protocol, Transport, DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
+use deferloop::net::{Limits, Listener, Protocol, Transport};
 use deferloop::{Error, EventLoop, Failure};
 use std::cell::RefCell;
 use std::io::{Read, Write};
@@ -14,6 +14,9 @@ use std::thread;
 use std::time::Duration;
 use util::net::{assert_lifecycle, lost_count, Ev, Rec, Shared};
 use util::run_until;
+
+const DEFAULT_HIGH_WATER: usize = Limits::DEFAULT.high_water;
+const DEFAULT_LOW_WATER: usize = Limits::DEFAULT.low_water;
 
 const T: Duration = Duration::from_secs(20);
 

@@ -1,9 +1,10 @@
 //! Limits a server sets on its peers: an idle timeout per connection, a cap
-//! on a listener's open connections, and the listen backlog.
+//! on a listener's open connections, the listen backlog, and `Limits` as one
+//! value per connection, listener or UDP socket.
 
 mod util;
 
-use deferloop::net::{memory, Listener};
+use deferloop::net::{memory, Limits, Listener};
 use deferloop::EventLoop;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -130,4 +131,74 @@ fn the_backlog_can_be_set_and_defaults_to_the_system_maximum() {
     drop(waiting);
     l.stop_listening().detach();
     assert!(l.set_backlog(16).is_err());
+}
+
+/// Limits set on a listener reach each connection it accepts afterwards;
+/// its own part (the accept batch) stays with it.
+#[test]
+fn limits_set_on_a_listener_reach_the_connections_it_accepts() {
+    let ev = EventLoop::new().unwrap();
+    let (l, addr) = listener(&ev);
+    assert_eq!(l.limits(), Limits::DEFAULT);
+    let mut limits = Limits::DEFAULT;
+    limits.high_water = 8 * 1024;
+    limits.low_water = 2 * 1024;
+    limits.write_timeout = Some(Duration::from_secs(7));
+    limits.read_budget = 4096;
+    limits.accept_batch = 1;
+    l.set_limits(&limits).unwrap();
+    assert_eq!(l.limits(), limits);
+    let _c = TcpStream::connect(addr).unwrap();
+    run_until(&ev, T, || l.accepted() == 1);
+    let t = &l.connections()[0];
+    assert_eq!(t.write_buffer_limits(), (8 * 1024, 2 * 1024));
+    assert_eq!(t.write_timeout(), Some(Duration::from_secs(7)));
+    assert_eq!(t.read_budget(), 4096);
+}
+
+#[test]
+fn limits_with_the_water_marks_crossed_are_refused_and_change_nothing() {
+    let ev = EventLoop::new().unwrap();
+    let (l, _) = listener(&ev);
+    let (rec, _) = Rec::new();
+    let (t, _peer) = memory::open(&ev, rec).unwrap();
+    let mut bad = Limits::DEFAULT;
+    bad.high_water = 1024;
+    bad.low_water = 4096;
+    bad.read_budget = 1;
+    assert!(l.set_limits(&bad).is_err());
+    assert_eq!(l.limits(), Limits::DEFAULT);
+    assert!(t.set_limits(&bad).is_err());
+    assert_eq!(t.read_budget(), Limits::DEFAULT.read_budget);
+    assert_eq!(
+        t.write_buffer_limits(),
+        (Limits::DEFAULT.high_water, Limits::DEFAULT.low_water)
+    );
+}
+
+/// A connection's read budget bounds what one dispatch reads: the rest
+/// waits for the next turn.
+#[test]
+fn a_connections_read_budget_bounds_one_dispatch() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, seen) = Rec::new();
+    let (t, peer) = memory::open(&ev, rec).unwrap();
+    let mut limits = Limits::DEFAULT;
+    limits.read_budget = 1000;
+    t.set_limits(&limits).unwrap();
+    peer.send(&[7; 5000]);
+    let mut per_turn = Vec::new();
+    while seen.borrow().bytes.len() < 5000 {
+        let before = seen.borrow().bytes.len();
+        let h = ev.call_later(Duration::from_millis(20), |_| {}).unwrap();
+        ev.run_once().unwrap();
+        h.cancel();
+        per_turn.push(seen.borrow().bytes.len() - before);
+        assert!(per_turn.len() < 100, "stuck: {per_turn:?}");
+    }
+    assert!(per_turn.iter().all(|&n| n <= 1000), "{per_turn:?}");
+    assert!(
+        per_turn.iter().filter(|&&n| n > 0).count() >= 5,
+        "{per_turn:?}"
+    );
 }

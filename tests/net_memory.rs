@@ -3,10 +3,12 @@
 
 mod util;
 
-use deferloop::net::{memory, Protocol, Transport, WriteBufferFull, READ_BUDGET};
+use deferloop::net::{memory, Limits, Protocol, Transport, WriteBufferFull};
 use deferloop::{EventLoop, Failure};
 use std::time::Duration;
 use util::net::{Ev, Rec, Shared};
+
+const READ_BUDGET: usize = Limits::DEFAULT.read_budget;
 
 fn turns(ev: &EventLoop, n: usize) {
     for _ in 0..n {

@@ -1,7 +1,7 @@
 //! A relay whose one side resets fails with the reset and closes the other
 //! side; a relay whose sides both finish passes each half-close on.
 
-use deferloop::net::{pipe, relay, Stream};
+use deferloop::net::{copy, relay, Stream};
 use deferloop::EventLoop;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -119,10 +119,10 @@ fn a_relay_to_a_refused_connect_fails_and_closes_the_client() {
 }
 
 #[test]
-fn a_stream_piped_into_itself_echoes_until_end_of_file() {
+fn a_stream_copied_into_itself_echoes_until_end_of_file() {
     let ev = EventLoop::new().unwrap();
     let (s, mut peer) = tcp_pair(&ev);
-    let d = pipe(&s, &s);
+    let d = copy(&s, &s);
     let t = std::thread::spawn(move || {
         peer.write_all(&vec![9; 3 << 20]).unwrap();
         peer.shutdown(Shutdown::Write).unwrap();
@@ -139,23 +139,23 @@ fn a_stream_piped_into_itself_echoes_until_end_of_file() {
     assert_eq!(t.join().unwrap(), 3 << 20);
 }
 
-/// A second `pipe` from the same stream replaces the first: the first fails
+/// A second `copy` from the same stream replaces the first: the first fails
 /// with `Abandoned` then and there, and its callbacks may use the stream.
 #[test]
-fn a_pipe_replaced_by_another_fails_abandoned_and_may_use_its_source() {
+fn a_copy_replaced_by_another_fails_abandoned_and_may_use_its_source() {
     let ev = EventLoop::new().unwrap();
     let (a, _pa) = Stream::open_memory(&ev).unwrap();
     let (b, _pb) = Stream::open_memory(&ev).unwrap();
     let (c, _pc) = Stream::open_memory(&ev).unwrap();
     let seen = std::rc::Rc::new(std::cell::Cell::new(None));
     let (a2, s2) = (a.clone(), seen.clone());
-    let first = pipe(&a, &b).add_both(move |r: Result<u64, deferloop::Failure>| {
+    let first = copy(&a, &b).add_both(move |r: Result<u64, deferloop::Failure>| {
         let abandoned = r.as_ref().is_err_and(|f| f.check::<deferloop::Abandoned>());
         s2.set(Some((abandoned, a2.buffered())));
         Ok::<_, deferloop::Failure>(())
     });
     turn(&ev);
-    let _second = pipe(&a, &c);
+    let _second = copy(&a, &c);
     assert_eq!(seen.get(), Some((true, 0)));
     assert!(first.result().unwrap().is_ok());
 }

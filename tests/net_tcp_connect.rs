@@ -79,7 +79,7 @@ fn a_connect_that_hangs_fails_with_timed_out_after_add_timeout() {
     let d = ev
         .connect_tcp(addr, rec)
         .connected()
-        .add_timeout(Duration::from_millis(200), &ev.handle());
+        .add_timeout(Duration::from_millis(200), &ev.to_loop());
     let f = ev.run_until(d).unwrap_err();
     let waited = t0.elapsed();
     assert!(f.check::<TimedOut>(), "{f}");

@@ -3,7 +3,7 @@
 
 mod util;
 
-use deferloop::net::{Protocol, Transport, READ_BUDGET};
+use deferloop::net::{Limits, Protocol, Transport};
 use deferloop::{EventLoop, Failure};
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -11,6 +11,8 @@ use std::rc::Rc;
 use std::time::Duration;
 use util::net::{assert_lifecycle, Ev, Rec};
 use util::run_until;
+
+const READ_BUDGET: usize = Limits::DEFAULT.read_budget;
 
 const T: Duration = Duration::from_secs(20);
 

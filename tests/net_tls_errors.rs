@@ -29,7 +29,7 @@ fn local() -> SocketAddr {
 
 /// The failure a connect's Deferred ended with (it must fail).
 fn connect_failure(ev: &EventLoop, d: Deferred<Transport>) -> Failure {
-    let d = d.add_timeout(T, &ev.handle());
+    let d = d.add_timeout(T, &ev.to_loop());
     match ev.run_until(d) {
         Ok(_) => panic!("the connect succeeded"),
         Err(e) => e.into_failure().expect("the Deferred failed"),
@@ -103,7 +103,7 @@ fn skipping_verification_for_tests_accepts_any_certificate() {
         Rec::new().0,
     );
     let t = ev
-        .run_until(c.connected().add_timeout(T, &ev.handle()))
+        .run_until(c.connected().add_timeout(T, &ev.to_loop()))
         .unwrap();
     assert!(t.is_tls_handshake_done());
 }

@@ -10,13 +10,15 @@
 mod tls;
 mod util;
 
-use deferloop::net::{Protocol, Transport, READ_BUDGET};
+use deferloop::net::{Limits, Protocol, Transport};
 use deferloop::{EventLoop, Loop};
 use std::cell::RefCell;
 use std::io::Write;
 use std::rc::Rc;
 use std::time::Duration;
 use util::run_until;
+
+const READ_BUDGET: usize = Limits::DEFAULT.read_budget;
 
 const T: Duration = Duration::from_secs(30);
 
@@ -46,7 +48,7 @@ fn flood(len: usize, updates: usize, messages: usize) -> (Vec<u8>, usize) {
     let pki = tls::localhost();
     let ev = EventLoop::new().unwrap();
     let per_turn = Rc::new(RefCell::new(Vec::new()));
-    let (lp, pt) = (ev.handle(), per_turn.clone());
+    let (lp, pt) = (ev.to_loop(), per_turn.clone());
     let l = ev
         .listen_tls(
             "127.0.0.1:0".parse().unwrap(),

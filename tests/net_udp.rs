@@ -3,7 +3,7 @@
 
 mod util;
 
-use deferloop::net::{DatagramProtocol, DatagramTransport};
+use deferloop::net::{DatagramProtocol, DatagramTransport, Limits};
 use deferloop::{EventLoop, Failure};
 use std::cell::RefCell;
 use std::io;
@@ -180,4 +180,43 @@ fn closing_the_loop_tells_an_open_socket() {
         .unwrap();
     drop(ev);
     assert_eq!(*log.borrow(), [Ev::Made, Ev::Lost(true)]);
+}
+
+/// A UDP socket's limits: datagrams per dispatch bound what one turn
+/// receives; crossed water marks are refused.
+#[test]
+fn a_sockets_limits_bound_the_datagrams_one_dispatch_receives() {
+    let ev = EventLoop::new().unwrap();
+    let log: Log = Rc::new(RefCell::new(Vec::new()));
+    let t = ev
+        .listen_udp("127.0.0.1:0".parse().unwrap(), udp(&log, false, None))
+        .unwrap();
+    let mut bad = Limits::DEFAULT;
+    bad.high_water = 1;
+    bad.low_water = 2;
+    assert!(t.set_limits(&bad).is_err());
+    let mut limits = Limits::DEFAULT;
+    limits.datagrams_per_dispatch = 1;
+    t.set_limits(&limits).unwrap();
+    let to = t.local_addr().unwrap();
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..4u8 {
+        client.send_to(&[i], to).unwrap();
+    }
+    let got = || {
+        log.borrow()
+            .iter()
+            .filter(|e| matches!(e, Ev::Got(_)))
+            .count()
+    };
+    let mut per_turn = Vec::new();
+    while got() < 4 {
+        let before = got();
+        let h = ev.call_later(Duration::from_millis(50), |_| {}).unwrap();
+        ev.run_once().unwrap();
+        h.cancel();
+        per_turn.push(got() - before);
+        assert!(per_turn.len() < 200, "stuck: {per_turn:?}");
+    }
+    assert!(per_turn.iter().all(|&n| n <= 1), "{per_turn:?}");
 }

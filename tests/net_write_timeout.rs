@@ -6,13 +6,15 @@
 
 mod util;
 
-use deferloop::net::{Protocol, Transport, DEFAULT_WRITE_TIMEOUT};
+use deferloop::net::{Limits, Protocol, Transport};
 use deferloop::EventLoop;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 use util::net::{lost_count, set_send_buffer, ManualConn, Rec};
 use util::run_until;
+
+const DEFAULT_WRITE_TIMEOUT: Duration = Limits::DEFAULT.write_timeout.unwrap();
 
 const MS: Duration = Duration::from_millis(1);
 

@@ -27,7 +27,7 @@ fn output_arrives_then_process_exited_once() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(&mut sh("echo out; echo err >&2; exit 3"), rec))
+        .spawn_process(&mut sh("echo out; echo err >&2; exit 3"), rec)
         .unwrap();
     let status = ev.run_until(p.wait()).unwrap();
     assert_eq!(status.code(), Some(3));
@@ -51,7 +51,7 @@ fn a_child_that_closes_stdout_but_keeps_running() {
     // runs, however slow the machine (a 300 ms sleep and a 250 ms bound could
     // be missed).
     let p = ev
-        .run_until(ev.spawn_process(&mut sh("exec 1>&-; read go; echo late >&2"), rec))
+        .spawn_process(&mut sh("exec 1>&-; read go; echo late >&2"), rec)
         .unwrap();
     let stdout_closed = |log: &[Event]| {
         log.iter()
@@ -108,9 +108,9 @@ fn exited_unreaped(pid: u32) {
 fn a_child_that_exits_with_output_still_unread_loses_none() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
-    let d = ev.spawn_process(&mut sh("head -c 50000 /dev/zero; exit 0"), rec);
-    // The spawn's Deferred has fired already: no turn runs here.
-    let p = ev.run_until(d).unwrap();
+    let p = ev
+        .spawn_process(&mut sh("head -c 50000 /dev/zero; exit 0"), rec)
+        .unwrap();
     // The child writes and exits before the loop reads a byte: waited for,
     // not guessed with a sleep.
     exited_unreaped(p.pid());
@@ -129,7 +129,7 @@ fn a_child_that_exits_with_stdin_open_closes_it_and_says_what_was_unwritten() {
     // Reads nothing; killed while bytes wait for its stdin.
     let (rec, log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     let stdin = p.stdin().unwrap();
     // More than a pipe holds, so some stays in our buffer.
@@ -163,9 +163,7 @@ fn a_child_that_exits_with_stdin_open_closes_it_and_says_what_was_unwritten() {
 
     // With nothing buffered, stdin's end is no error.
     let (rec, log) = Recorder::new();
-    let p = ev
-        .run_until(ev.spawn_process(&mut sh("exit 0"), rec))
-        .unwrap();
+    let p = ev.spawn_process(&mut sh("exit 0"), rec).unwrap();
     ev.run_until(p.wait()).unwrap();
     let log = log.borrow();
     assert!(
@@ -180,7 +178,7 @@ fn a_child_killed_by_a_signal_reports_it() {
     let ev = EventLoop::new().unwrap();
     let (rec, _log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     p.kill().unwrap();
     let status = ev.run_until(p.wait()).unwrap();
@@ -190,7 +188,7 @@ fn a_child_killed_by_a_signal_reports_it() {
 
     let (rec, _log) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     p.signal(deferloop::Signal::TERM).unwrap();
     assert_eq!(
@@ -203,9 +201,7 @@ fn a_child_killed_by_a_signal_reports_it() {
 fn stdin_is_a_transport_with_flow_control() {
     let ev = EventLoop::new().unwrap();
     let (rec, log) = Recorder::new();
-    let p = ev
-        .run_until(ev.spawn_process(&mut Command::new("cat"), rec))
-        .unwrap();
+    let p = ev.spawn_process(&mut Command::new("cat"), rec).unwrap();
     let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
     p.write(&data);
     assert!(p.stdin().unwrap().is_writing_paused() || p.stdin().unwrap().write_buffer_size() > 0);
@@ -233,11 +229,7 @@ fn stdin_is_a_transport_with_flow_control() {
 
 fn spawn_error(ev: &EventLoop, cmd: &mut Command) -> String {
     let (rec, log) = Recorder::new();
-    let err = ev
-        .run_until(ev.spawn_process(cmd, rec))
-        .unwrap_err()
-        .into_failure()
-        .unwrap();
+    let err = ev.spawn_process(cmd, rec).unwrap_err();
     assert!(
         log.borrow().is_empty(),
         "no protocol method for a failed spawn"
@@ -275,11 +267,11 @@ fn closing_the_loop_kills_and_reaps_its_children_unless_detached() {
     let ev = EventLoop::new().unwrap();
     let (rec, _) = Recorder::new();
     let p = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        .spawn_process(Command::new("sleep").arg("30"), rec)
         .unwrap();
     let (rec, _) = Recorder::new();
     let detached = ev
-        .run_until(ev.spawn_process(Command::new("sleep").arg("0.3"), rec))
+        .spawn_process(Command::new("sleep").arg("0.3"), rec)
         .unwrap();
     detached.detach();
     let waited: Rc<RefCell<Option<String>>> = Rc::default();
@@ -319,9 +311,7 @@ fn a_panicking_process_protocol_is_contained() {
     let reported = Rc::new(RefCell::new(0));
     let r2 = reported.clone();
     ev.set_exception_handler(move |_, _| *r2.borrow_mut() += 1);
-    let p = ev
-        .run_until(ev.spawn_process(&mut sh("echo x"), Boom))
-        .unwrap();
+    let p = ev.spawn_process(&mut sh("echo x"), Boom).unwrap();
     let status: ExitStatus = ev.run_until(p.wait()).unwrap();
     assert!(status.success());
     assert_eq!(*reported.borrow(), 1);
@@ -340,9 +330,7 @@ fn a_child_that_reads_its_stdin_late_keeps_it() {
         "while [ ! -e {} ]; do sleep 0.01; done; exec cat",
         go.display()
     );
-    let p = ev
-        .run_until(ev.spawn_process(&mut sh(&script), rec))
-        .unwrap();
+    let p = ev.spawn_process(&mut sh(&script), rec).unwrap();
     let stdin = p.stdin().unwrap();
     assert_eq!(stdin.write_timeout(), None);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
@@ -364,4 +352,42 @@ fn a_child_that_reads_its_stdin_late_keeps_it() {
     let _ = std::fs::remove_file(&go);
     assert!(status.success());
     assert!(util::stdout(&log.borrow()) == data, "every byte came back");
+}
+
+/// Another part of the program reaps the child first (a `waitpid` of its
+/// own): the exit is still reported, as a clear failure rather than a made-up
+/// status, and never a hang; nothing is sent to its pid afterwards.
+#[test]
+fn a_child_reaped_elsewhere_ends_with_a_clear_failure() {
+    let ev = EventLoop::new().unwrap();
+    let (rec, log) = Recorder::new();
+    let p = ev
+        .spawn_process(Command::new("sleep").arg("30"), rec)
+        .unwrap();
+    p.signal(deferloop::Signal::TERM).unwrap();
+    let mut st = 0;
+    // SAFETY: a blocking waitpid for this one child, as other code might.
+    let r = unsafe { libc::waitpid(p.pid() as libc::pid_t, &mut st, 0) };
+    assert_eq!(r, p.pid() as libc::pid_t);
+    let err = ev
+        .run_until(p.wait().add_timeout(Duration::from_secs(20), &ev))
+        .unwrap_err()
+        .to_string();
+    let unavailable = "exit status unavailable: reaped elsewhere or SIGCHLD ignored";
+    assert!(err.contains(unavailable), "{err}");
+    let log = log.borrow();
+    let heard: Vec<_> = log
+        .iter()
+        .filter_map(|e| match e {
+            Event::Exited(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(heard.len(), 1, "{log:?}");
+    assert!(
+        heard[0].as_ref().unwrap_err().contains(unavailable),
+        "{log:?}"
+    );
+    assert!(p.status().is_none());
+    assert!(matches!(p.kill(), Err(deferloop::Error::Gone)));
 }

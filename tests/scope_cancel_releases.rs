@@ -37,7 +37,7 @@ fn a_cancelled_scope_releases_reads_connects_timers_jobs_locks_and_queues() {
     let timers_before = ev.timer_count();
 
     let (lp, s2, l2, sem2, q2, qr) = (
-        ev.handle(),
+        ev.to_loop(),
         stream.clone(),
         lock.clone(),
         sem.clone(),
@@ -92,7 +92,7 @@ fn cancelling_a_wait_for_a_child_leaves_it_running_unless_an_errback_kills_it() 
     let ev = EventLoop::new().unwrap();
     let spawn = |ev: &EventLoop| -> Process {
         let (rec, _) = process_util::Recorder::new();
-        ev.run_until(ev.spawn_process(Command::new("sleep").arg("30"), rec))
+        ev.spawn_process(Command::new("sleep").arg("30"), rec)
             .unwrap()
     };
     // A bare wait: the child runs on.

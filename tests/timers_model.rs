@@ -1,6 +1,6 @@
 //! Model tests of the timer wheel against a sorted list.
 //!
-//! `TimerWheel` (src/reactor/timers/) is compiled in here as a module, so the
+//! `TimerWheel` (src/timers/) is compiled in here as a module, so the
 //! very code the loop runs is driven by random sequences of insert (near, far
 //! enough to sit several levels up, in batches with equal deadlines), cancel
 //! (pending or reserved), reset (earlier or later, near or far, pending,
@@ -21,7 +21,7 @@
 mod util;
 
 #[allow(dead_code)]
-#[path = "../src/reactor/timers/mod.rs"]
+#[path = "../src/timers/mod.rs"]
 mod timers;
 
 use deferloop::{Clock, ManualClock, ManualTimer, Timer};
@@ -29,7 +29,7 @@ use proptest::prelude::*;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-use timers::{Cancelled, Reset, TimerId, TimerWheel};
+use timers::{Removed, Reset, TimerId, TimerWheel};
 
 #[derive(Debug, Clone)]
 enum HeapOp {
@@ -193,7 +193,7 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                 let live = (0..ids.len()).filter(|&i| matches!(model[i], At::Live(_)));
                 for k in live.step_by(every).collect::<Vec<_>>() {
                     let got = heap.cancel(ids[k]);
-                    prop_assert!(matches!(got, Cancelled::Pending(ref p) if p.n == k));
+                    prop_assert!(matches!(got, Removed::Pending(ref p) if p.n == k));
                     model[k] = At::Gone;
                 }
             }
@@ -201,9 +201,9 @@ fn check_heap(ops: Vec<HeapOp>) -> Result<(), TestCaseError> {
                 let k = k % ids.len();
                 let got = heap.cancel(ids[k]);
                 match (model[k], got) {
-                    (At::Live(_), Cancelled::Pending(p)) => prop_assert_eq!(p.n, k),
-                    (At::Reserved(s), Cancelled::Ready(seq)) => prop_assert_eq!(seq, s),
-                    (At::Gone, Cancelled::Gone) => {}
+                    (At::Live(_), Removed::Pending(p)) => prop_assert_eq!(p.n, k),
+                    (At::Reserved(s), Removed::Ready(seq)) => prop_assert_eq!(seq, s),
+                    (At::Gone, Removed::Gone) => {}
                     (want, _) => prop_assert!(false, "cancel of {k} ({want:?}) disagrees"),
                 }
                 model[k] = At::Gone;

@@ -5,12 +5,14 @@
 //! up (its timer armed) and not yet closed: the harness polls it.
 //! Each binds `127.0.0.1:0` and returns the address it bound.
 
-use deferloop::net::{Protocol, Transport, DEFAULT_BACKLOG};
+use deferloop::net::{Limits, Protocol, Transport};
 use deferloop::{EventLoop, Failure};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+const DEFAULT_BACKLOG: i32 = Limits::DEFAULT.backlog;
 
 /// Longer than a sample: no connection times out while measured.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);

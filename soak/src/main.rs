@@ -1145,10 +1145,10 @@ impl deferloop::process::ProcessProtocol for Kid {
     fn process_exited(
         &mut self,
         _: &deferloop::process::Process,
-        status: std::process::ExitStatus,
+        status: Result<std::process::ExitStatus, deferloop::Failure>,
     ) {
         let mut st = self.stats.borrow_mut();
-        if status.success() {
+        if status.is_ok_and(|s| s.success()) {
             st.exited += 1;
             if self.got != self.expect {
                 st.output_mismatches += 1;
@@ -1188,8 +1188,8 @@ fn spawn_kid(lp: &Loop, stats: &Rc<RefCell<DaemonStats>>, n: u64) {
     };
     let stats2 = stats.clone();
     stats.borrow_mut().spawned += 1;
-    let _ = lp.spawn_process(&mut cmd, kid).add_callbacks(
-        move |p: deferloop::process::Process| {
+    match lp.spawn_process(&mut cmd, kid) {
+        Ok(p) => {
             if let Some(t) = feed {
                 p.write(t.as_bytes());
                 p.close_stdin();
@@ -1197,15 +1197,13 @@ fn spawn_kid(lp: &Loop, stats: &Rc<RefCell<DaemonStats>>, n: u64) {
             if kill {
                 let _ = p.kill();
             }
-            Ok(())
-        },
-        move |_f: Failure| {
+        }
+        Err(_) => {
             let mut st = stats2.borrow_mut();
             st.spawned -= 1;
             st.spawn_failures += 1;
-            Ok(())
-        },
-    );
+        }
+    }
 }
 
 /// Spawns a child every 20 ms until `stop`, then stops the loop.

@@ -4,7 +4,8 @@
 
 use super::{Factory, Hook, Peers, Spec, Spread};
 use crate::net::{Listener, SockAddr, Transport};
-use crate::reactor::{later, ExceptionContext};
+use crate::reactor::ExceptionContext;
+use crate::timers::later;
 use crate::{Error, Failure, Loop};
 use std::cell::RefCell;
 use std::io;
@@ -84,7 +85,7 @@ pub(super) fn install(lp: &Loop, peers: &Peers, spec: &Spec) -> Result<(), Error
 /// the next loop in turn. A failing accept is reported and ends the batch;
 /// the reader is level-triggered, so exhaustion is retried a second later.
 fn accept_batch(lp: &Loop, sock: &Rc<TcpListener>, peers: &Peers, f: &Factory, next: &mut usize) {
-    for _ in 0..crate::net::ACCEPT_BATCH {
+    for _ in 0..crate::net::Limits::DEFAULT.accept_batch {
         match sock.accept() {
             Ok((s, peer)) => {
                 let to = *next % peers.len();
@@ -108,7 +109,7 @@ fn accept_batch(lp: &Loop, sock: &Rc<TcpListener>, peers: &Peers, f: &Factory, n
                 let fd = sock.as_raw_fd();
                 lp.remove_reader(fd);
                 let (s, peers, f, at) = (sock.clone(), peers.clone(), f.clone(), *next);
-                let _ = lp.call_later(crate::net::ACCEPT_RETRY_DELAY, move |lp| {
+                let _ = lp.call_later(crate::net::Limits::DEFAULT.accept_retry_delay, move |lp| {
                     if with_local(|l| l.draining) == Some(false) {
                         let mut next = at;
                         let s2 = s.clone();

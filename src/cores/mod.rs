@@ -106,19 +106,19 @@ pub struct CoresBuilder {
 /// # Ok::<(), deferloop::Error>(())
 /// ```
 pub struct Cores {
-    shared: Arc<Shared>,
+    shared: Arc<Pool>,
     threads: Vec<JoinHandle<()>>,
     addrs: Vec<SocketAddr>,
 }
 
 /// What the loops of a pool share: `Send + Sync`, held by [`Peers`].
-struct Shared {
-    st: Mutex<State>,
+struct Pool {
+    st: Mutex<Progress>,
     changed: Condvar,
 }
 
 #[derive(Default)]
-struct State {
+struct Progress {
     remotes: Vec<Option<Remote>>,
     /// Loops that finished their setup (well or not).
     set_up: usize,
@@ -128,12 +128,12 @@ struct State {
     error: Option<Error>,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, Progress> {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    fn wait<'a>(&self, g: MutexGuard<'a, Progress>) -> MutexGuard<'a, Progress> {
         self.changed.wait(g).unwrap_or_else(|e| e.into_inner())
     }
 
@@ -168,7 +168,7 @@ impl Shared {
 pub struct Peers {
     index: usize,
     remotes: Arc<[Remote]>,
-    shared: Arc<Shared>,
+    shared: Arc<Pool>,
 }
 
 impl Peers {
@@ -400,10 +400,10 @@ impl CoresBuilder {
                 socks: Mutex::new(socks.into_iter().map(Some).collect()),
             });
         }
-        let shared = Arc::new(Shared {
-            st: Mutex::new(State {
+        let shared = Arc::new(Pool {
+            st: Mutex::new(Progress {
                 remotes: vec![None; n],
-                ..State::default()
+                ..Progress::default()
             }),
             changed: Condvar::new(),
         });
@@ -481,7 +481,7 @@ fn failed(msg: impl Into<String>) -> Error {
 }
 
 /// The body of loop `i`'s thread.
-fn loop_thread(i: usize, n: usize, start: &Start, shared: &Arc<Shared>) {
+fn loop_thread(i: usize, n: usize, start: &Start, shared: &Arc<Pool>) {
     let made = catch_unwind(AssertUnwindSafe(|| set_up(i, n, start, shared)));
     let ev = match made {
         Ok(Ok(ev)) => Some(ev),
@@ -519,7 +519,7 @@ fn loop_thread(i: usize, n: usize, start: &Start, shared: &Arc<Shared>) {
 }
 
 /// Makes loop `i`, waits for its peers, installs the listeners, runs the setup.
-fn set_up(i: usize, n: usize, start: &Start, shared: &Arc<Shared>) -> Result<EventLoop, Error> {
+fn set_up(i: usize, n: usize, start: &Start, shared: &Arc<Pool>) -> Result<EventLoop, Error> {
     if let Some(cpus) = &start.pin {
         if let Some(&cpu) = cpus.get(i % cpus.len().max(1)) {
             pin::pin_self(cpu)?;

@@ -79,7 +79,7 @@ pub struct DeferredList<T> {
     consume_errors: bool,
 }
 
-struct State<T> {
+struct ListState<T> {
     results: Vec<Option<Result<T, Failure>>>,
     /// Each input's creation site, if failures may need reporting here.
     created: Vec<&'static Location<'static>>,
@@ -142,7 +142,7 @@ impl<T: 'static> DeferredList<T> {
             .filter(|d| !d.is_ready())
             .map(Deferred::weak_node)
             .collect();
-        let state = Rc::new(RefCell::new(State {
+        let state = Rc::new(RefCell::new(ListState {
             results: (0..n).map(|_| None).collect(),
             created,
             remaining: n,
@@ -176,7 +176,7 @@ impl<T: 'static> DeferredList<T> {
 }
 
 fn record<T: 'static>(
-    state: &Rc<RefCell<State<T>>>,
+    state: &Rc<RefCell<ListState<T>>>,
     i: usize,
     r: Result<T, Failure>,
 ) -> Result<(), Failure> {

@@ -45,7 +45,7 @@ struct Sem {
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
-    sem: Option<Shared>,
+    sem: Option<SemRef>,
 }
 
 impl LockGuard {
@@ -73,11 +73,11 @@ impl fmt::Debug for LockGuard {
 }
 
 #[derive(Clone)]
-struct Shared(Rc<RefCell<Sem>>);
+struct SemRef(Rc<RefCell<Sem>>);
 
-impl Shared {
-    fn new(limit: usize) -> Shared {
-        Shared(Rc::new(RefCell::new(Sem {
+impl SemRef {
+    fn new(limit: usize) -> SemRef {
+        SemRef(Rc::new(RefCell::new(Sem {
             tokens: limit,
             limit,
             waiters: VecDeque::new(),
@@ -186,12 +186,12 @@ impl Shared {
 /// assert!(second.is_called());
 /// ```
 #[derive(Clone)]
-pub struct DeferredLock(Shared);
+pub struct DeferredLock(SemRef);
 
 impl DeferredLock {
     /// An unlocked lock.
     pub fn new() -> DeferredLock {
-        DeferredLock(Shared::new(1))
+        DeferredLock(SemRef::new(1))
     }
 
     /// A Deferred that fires with the lock's guard when the caller holds it.
@@ -238,7 +238,7 @@ impl fmt::Debug for DeferredLock {
 /// [`LockGuard`] that returns its token when dropped. Cancellation as for
 /// [`DeferredLock`].
 #[derive(Clone)]
-pub struct DeferredSemaphore(Shared);
+pub struct DeferredSemaphore(SemRef);
 
 impl DeferredSemaphore {
     /// A semaphore with `tokens` tokens available (zero tokens, which
@@ -252,7 +252,7 @@ impl DeferredSemaphore {
     /// assert_eq!(sem.tokens(), 2);
     /// ```
     pub fn new(tokens: NonZeroUsize) -> DeferredSemaphore {
-        DeferredSemaphore(Shared::new(tokens.get()))
+        DeferredSemaphore(SemRef::new(tokens.get()))
     }
 
     /// A Deferred that fires with a guard when the caller holds a token.

@@ -193,7 +193,7 @@ use steps::{Map, OnBoth, OnEither, OnFailure, OnValue, Step};
 /// use std::time::Duration;
 ///
 /// let ev = EventLoop::new()?;
-/// let lp = ev.handle();
+/// let lp = ev.to_loop();
 /// let d = succeed("user-7")
 ///     .add_callback(move |name| {
 ///         // A lookup that answers later, on the loop.

@@ -115,7 +115,7 @@ type Body<C> = Box<dyn FnMut(&LoopingCall<C>, u64) -> Deferred<()>>;
 /// assert!(done.result().unwrap().is_ok());
 /// ```
 pub struct LoopingCall<C: Clock> {
-    inner: Rc<RefCell<State<C>>>,
+    inner: Rc<RefCell<TaskState<C>>>,
 }
 
 impl<C: Clock> Clone for LoopingCall<C> {
@@ -126,7 +126,7 @@ impl<C: Clock> Clone for LoopingCall<C> {
     }
 }
 
-struct State<C: Clock> {
+struct TaskState<C: Clock> {
     clock: C,
     body: Option<Body<C>>,
     counted: bool,
@@ -186,7 +186,7 @@ impl<C: Clock> LoopingCall<C> {
     fn build(clock: C, counted: bool, body: Body<C>) -> LoopingCall<C> {
         let start = clock.now();
         LoopingCall {
-            inner: Rc::new(RefCell::new(State {
+            inner: Rc::new(RefCell::new(TaskState {
                 clock,
                 body: Some(body),
                 counted,
@@ -304,7 +304,7 @@ impl<C: Clock> fmt::Debug for LoopingCall<C> {
 }
 
 /// One call of the body, then reschedule (or finish) when its Deferred fires.
-fn run<C: Clock>(lc: &Rc<RefCell<State<C>>>) {
+fn run<C: Clock>(lc: &Rc<RefCell<TaskState<C>>>) {
     let (body, count) = {
         let mut s = lc.borrow_mut();
         s.call = None;
@@ -343,7 +343,7 @@ fn run<C: Clock>(lc: &Rc<RefCell<State<C>>>) {
 }
 
 /// `withCount`'s count: grid intervals between the last real call and now.
-fn count<C: Clock>(s: &mut State<C>) -> Option<u64> {
+fn count<C: Clock>(s: &mut TaskState<C>) -> Option<u64> {
     let now = s.clock.now();
     if s.interval.is_zero() {
         s.last = Some(now);
@@ -365,7 +365,7 @@ fn count<C: Clock>(s: &mut State<C>) -> Option<u64> {
     }
 }
 
-fn schedule<C: Clock>(lc: &Rc<RefCell<State<C>>>) -> Result<(), Error> {
+fn schedule<C: Clock>(lc: &Rc<RefCell<TaskState<C>>>) -> Result<(), Error> {
     let (clock, delay) = {
         let s = lc.borrow();
         let delay = if s.interval.is_zero() {
@@ -387,7 +387,7 @@ fn nanos(n: u128) -> Duration {
     Duration::new((n / 1_000_000_000) as u64, (n % 1_000_000_000) as u32)
 }
 
-fn fail_loop<C: Clock>(lc: &Rc<RefCell<State<C>>>, f: Failure) {
+fn fail_loop<C: Clock>(lc: &Rc<RefCell<TaskState<C>>>, f: Failure) {
     let r = {
         let mut s = lc.borrow_mut();
         s.running = false;

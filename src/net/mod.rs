@@ -12,16 +12,18 @@
 //! > and never from inside a transport method (see [`Protocol`]).
 //!
 //! # What bounds a peer by default
-//! Each limit is per connection, set on its [`Transport`]:
+//! Each limit is a field of [`Limits`], set per connection on its
+//! [`Transport`] ([`set_limits`](Transport::set_limits) or one setter each),
+//! or on a [`Listener`] for the connections it accepts:
 //! - above 64 KiB buffered the protocol hears `pause_writing`, and the
 //!   connection is not read until it drains
 //!   ([`set_write_buffer_limits`](Transport::set_write_buffer_limits),
 //!   [`set_read_while_write_paused`](Transport::set_read_while_write_paused));
-//! - past [`DEFAULT_WRITE_BUFFER_CAP`] buffered it aborts with [`WriteBufferFull`];
-//! - output the peer takes none of for [`DEFAULT_WRITE_TIMEOUT`] aborts it with
+//! - past [`Limits::write_buffer_cap`] buffered it aborts with [`WriteBufferFull`];
+//! - output the peer takes none of for [`Limits::write_timeout`] aborts it with
 //!   a `TimedOut` error ([`set_write_timeout`](Transport::set_write_timeout));
-//! - a `close` flushes for at most [`DEFAULT_LINGER`], a connect waits at most
-//!   [`DEFAULT_CONNECT_TIMEOUT`];
+//! - a `close` flushes for at most [`Limits::linger`], a connect waits at most
+//!   [`Limits::connect_timeout`];
 //! - an idle timeout only when asked for
 //!   ([`set_idle_timeout`](Transport::set_idle_timeout), also on a [`Listener`]).
 //!
@@ -61,52 +63,31 @@
 //! # Ok::<(), deferloop::Error>(())
 //! ```
 
-mod adopt;
-mod buffer;
-mod conn;
-mod connection;
+mod blocks;
 mod core;
-mod deadlines;
-mod dispatch;
-mod drain;
-mod eyeballs;
 pub mod framing;
-mod io;
-mod listener;
-pub mod memory;
-pub(crate) mod pipe;
-mod producer;
+mod limits;
+mod open;
 mod protocol;
-mod relay;
-mod resolve;
-mod stream;
-mod stream_state;
-mod tcp;
 #[cfg(feature = "tls")]
 pub mod tls;
-mod transport;
 mod udp;
-mod udp_transport;
-mod unix;
 
-pub use adopt::bind_reuseport;
-pub use buffer::{DEFAULT_HIGH_WATER, DEFAULT_LOW_WATER};
-pub use conn::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_LINGER, DEFAULT_WRITE_BUFFER_CAP, DEFAULT_WRITE_TIMEOUT,
-    READ_BUDGET,
-};
-pub use connection::{Connection, ProtocolFactory, ProtocolRef};
-pub use eyeballs::{ConnectOptions, HAPPY_EYEBALLS_DELAY};
-pub use listener::{Listener, ACCEPT_BATCH, ACCEPT_RETRY_DELAY, DEFAULT_BACKLOG};
-pub use producer::Producer;
-pub use protocol::{DatagramProtocol, Protocol};
-pub use relay::{pipe, relay};
-pub use resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT, DEFAULT_RESOLVER_THREADS};
-pub use stream::{IncompleteRead, LineTooLong, Stream, StreamProtocol, DEFAULT_READ_LIMIT};
-pub(crate) use transport::gone_write;
-pub use transport::Transport;
-pub use udp::DATAGRAMS_PER_DISPATCH;
-pub use udp_transport::DatagramTransport;
+pub use self::core::connection::{Connection, ProtocolFactory, ProtocolRef};
+pub(crate) use self::core::transport::gone_write;
+pub use self::core::transport::Transport;
+pub use blocks::relay::{copy, relay};
+pub use blocks::stream::{Stream, StreamProtocol};
+pub use blocks::stream_state::{IncompleteRead, LineTooLong, DEFAULT_READ_LIMIT};
+pub use limits::Limits;
+pub use open::adopt::bind_reuseport;
+pub use open::eyeballs::{ConnectOptions, HAPPY_EYEBALLS_DELAY};
+pub use open::listener::Listener;
+pub use open::memory;
+pub(crate) use open::pipe;
+pub use open::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT, DEFAULT_RESOLVER_THREADS};
+pub use protocol::{DatagramProtocol, Producer, Protocol};
+pub use udp::transport::DatagramTransport;
 
 use std::fmt;
 use std::net::SocketAddr;

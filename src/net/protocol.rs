@@ -1,4 +1,5 @@
-// What the user writes: `Protocol` (streams) and `DatagramProtocol` (UDP).
+// What the user writes: `Protocol` (streams), `DatagramProtocol` (UDP) and
+// `Producer` (bytes written into a `Stream` under its flow control).
 //
 // A protocol is the user's object; the loop owns it for the life of the
 // connection and calls its methods with the transport, so a protocol never has
@@ -168,4 +169,40 @@ pub trait DatagramProtocol: Any {
     fn resume_writing(&mut self, transport: &DatagramTransport) {
         let _ = transport;
     }
+}
+
+/// A source of bytes written into a [`Stream`](crate::net::Stream) (Twisted's `IPushProducer`):
+/// once registered with [`Stream::register_producer`](crate::net::Stream::register_producer), the stream pauses it
+/// while its write buffer is above the high-water mark, resumes it once the
+/// buffer has drained, and stops it when the connection goes. The producer
+/// writes whenever it likes in between.
+///
+/// # Examples
+/// A producer that counts its pauses:
+/// ```
+/// use deferloop::net::{Producer, Stream};
+/// use deferloop::{EventLoop, Failure};
+///
+/// struct Counting(u32);
+/// impl Producer for Counting {
+///     fn pause_producing(&mut self) {
+///         self.0 += 1;
+///     }
+///     fn resume_producing(&mut self) {}
+///     fn stop_producing(&mut self, _reason: Option<Failure>) {}
+/// }
+///
+/// let ev = EventLoop::new()?;
+/// let (stream, _peer) = Stream::open_memory(&ev)?;
+/// stream.register_producer(Counting(0));
+/// # Ok::<(), deferloop::Error>(())
+/// ```
+pub trait Producer: 'static {
+    /// The consumer's buffer is full: stop writing until resumed.
+    fn pause_producing(&mut self);
+    /// The consumer's buffer has drained: write again.
+    fn resume_producing(&mut self);
+    /// The consumer is gone (`None` after a clean close, else the reason):
+    /// nothing more will be taken. The producer is dropped after this.
+    fn stop_producing(&mut self, reason: Option<Failure>);
 }

@@ -1,56 +1,27 @@
 //! Noticing that a child exited, and reaping it: `ChildSource`, a source per
-//! child that owns the `Child` until it is reaped. Through a pidfd (Linux
-//! 5.3+: readable once the child exits) or, where there is none, a `SIGCHLD`
-//! handler of the loop; either way the child's own pid is waited for
-//! (`waitpid(pid, WNOHANG)`), never `-1`, so children that other code
-//! spawned are left to it.
+//! child until it is reaped. Through a pidfd (Linux 5.3+: readable once the
+//! child exits, also when the kernel reaped it because `SIGCHLD` is
+//! ignored; `waitid(P_PIDFD)` gives the status) or, where there is none, a
+//! `SIGCHLD` handler of the loop and `waitpid(pid, WNOHANG)` for the child's own pid, never `-1`, so
+//! children that other code spawned are left to it. A wait that finds the
+//! child gone (`ECHILD`) ends it with `StatusUnavailable` (see `reap.rs`).
 //!
 //! When the loop closes with the child still running it is killed and
 //! reaped (a `SIGKILL`ed child is gone at once), or, if detached, waited for
 //! by a thread of its own: no zombie either way.
 
-use super::Shared;
+use super::reap;
+use super::ChildState;
 use crate::deferred::LoopClosed;
 use crate::reactor::{PostAction, Ready, Source, SourceKey};
 use crate::{Error, Loop, Signal, SignalHandler};
 use std::cell::RefCell;
-use std::os::unix::io::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::io::AsRawFd;
 use std::panic::Location;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-
-static USE_PIDFD: AtomicBool = AtomicBool::new(true);
-
-/// Whether exits are watched through pidfds where the kernel has them
-/// (the default), or always through `SIGCHLD` (`false`: for tests of that
-/// path). Affects children spawned afterwards.
-#[doc(hidden)]
-pub fn set_use_pidfd(on: bool) {
-    USE_PIDFD.store(on, Relaxed);
-}
-
-#[cfg(any(target_os = "linux", target_os = "android"))]
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    if !USE_PIDFD.load(Relaxed) {
-        return None;
-    }
-    let pid = libc::pid_t::try_from(pid).ok()?;
-    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd or -1;
-    // the pid is our unreaped child's, so it cannot name another process.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = i32::try_from(fd).ok().filter(|&fd| fd >= 0)?;
-    // SAFETY: a new fd that nothing else owns (O_CLOEXEC by default).
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn pidfd_open(_: u32) -> Option<OwnedFd> {
-    None
-}
 
 struct ChildSource {
-    shared: Rc<Shared>,
-    pidfd: Option<OwnedFd>,
+    shared: Rc<ChildState>,
     sigchld: RefCell<Option<SignalHandler>>,
 }
 
@@ -61,20 +32,10 @@ impl Source for ChildSource {
     }
 
     fn close(self: Rc<Self>, _lp: &Loop) {
-        let child = self.shared.child.borrow_mut().take();
-        if let Some(mut c) = child {
-            if self.shared.detached.get() {
-                let name = format!("deferloop-reap-{}", c.id());
-                let spawned = std::thread::Builder::new().name(name).spawn(move || {
-                    let _ = c.wait();
-                });
-                if let Err(e) = spawned {
-                    log::warn!("deferloop: no thread to reap a detached child: {e}");
-                }
-            } else {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+        if self.shared.detached.get() {
+            reap_in_thread(&self.shared);
+        } else {
+            kill_and_reap(&self.shared);
         }
         let handler = self.sigchld.borrow_mut().take();
         if let Some(h) = handler {
@@ -91,18 +52,17 @@ impl Source for ChildSource {
     }
 
     fn interest(&self) -> (bool, bool) {
-        (self.pidfd.is_some(), false)
+        (self.shared.pidfd.is_some(), false)
     }
 }
 
 /// Starts watching `shared`'s child for its exit; installs `shared.unwatch`.
 pub(super) fn watch(
     lp: &Loop,
-    shared: &Rc<Shared>,
+    shared: &Rc<ChildState>,
     at: &'static Location<'static>,
 ) -> Result<(), Error> {
-    let pidfd = pidfd_open(shared.pid);
-    let raw = pidfd.as_ref().map(AsRawFd::as_raw_fd);
+    let raw = shared.pidfd.as_ref().map(AsRawFd::as_raw_fd);
     let mut made = None;
     let key = lp.insert_source(at, |key, r| {
         if let Some(fd) = raw {
@@ -114,7 +74,6 @@ pub(super) fn watch(
         }
         let src = Rc::new(ChildSource {
             shared: shared.clone(),
-            pidfd,
             sigchld: RefCell::new(None),
         });
         made = Some(src.clone());
@@ -159,4 +118,37 @@ pub(super) fn watch(
         drop((garbage, src));
     }));
     Ok(())
+}
+
+/// Kills the child if it is still ours (by pidfd, or by pid while known
+/// unreaped), with its group if it leads one, and waits for it: a
+/// `SIGKILL`ed child is gone at once.
+pub(super) fn kill_and_reap(shared: &ChildState) {
+    if shared.reaped.replace(true) {
+        return;
+    }
+    let pidfd = shared.pidfd.as_ref();
+    if shared.own_group {
+        // What it started goes with it.
+        let _ = reap::send_group_signal(shared.pid, pidfd, libc::SIGKILL);
+    }
+    let _ = reap::send_signal(shared.pid, pidfd, libc::SIGKILL);
+    // ECHILD (reaped without us) is fine: nothing is left to wait for.
+    let _ = reap::wait(shared.pid, pidfd, true);
+}
+
+/// Leaves a detached child running, reaped by a thread that waits for it.
+fn reap_in_thread(shared: &ChildState) {
+    if shared.reaped.replace(true) {
+        return;
+    }
+    let pid = shared.pid;
+    let pidfd = shared.pidfd.as_ref().and_then(|fd| fd.try_clone().ok());
+    let name = format!("deferloop-reap-{pid}");
+    let spawned = std::thread::Builder::new().name(name).spawn(move || {
+        let _ = reap::wait(pid, pidfd.as_ref(), true);
+    });
+    if let Err(e) = spawned {
+        log::warn!("deferloop: no thread to reap a detached child: {e}");
+    }
 }

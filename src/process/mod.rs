@@ -1,115 +1,107 @@
-//! Child processes with a protocol: [`Loop::spawn_process`],
-//! [`ProcessProtocol`], the [`Process`] handle.
+//! Child processes with a protocol: [`Loop::spawn_process`] (and
+//! [`spawn_process_with`](Loop::spawn_process_with) for each stream's stdio,
+//! a process group, the exit watch), [`ProcessProtocol`], the [`Process`]
+//! handle; [`Loop::process_output`] for output and status as one Deferred.
 //!
-//! A child is started with `std::process::Command`; its three pipes are made
+//! A child is started with `std::process::Command`; its pipes are made
 //! non-blocking and registered with the loop as stream connections (stdin is
-//! a [`Transport`], with its write buffer and flow control). Its exit is
-//! noticed through a pidfd where the kernel has one (Linux 5.3+), else through
-//! `SIGCHLD`. `process_exited` is called once, after the exit *and* after
-//! stdout and stderr reached end-of-file, so no output is lost. Every child
-//! is reaped: when it exits, or when the loop closes (killed first, unless
-//! [`detach`](Process::detach)ed; a detached child still running is waited
-//! for by a thread of its own).
+//! a [`Transport`], with its write buffer and flow control). `process_exited`
+//! is called once, after the exit *and* after stdout and stderr reached
+//! end-of-file, so no output is lost. Every child is reaped: when it exits,
+//! or when the loop closes (killed first, with its group if it leads one,
+//! unless [`detach`](Process::detach)ed; a detached child still running is
+//! waited for by a thread of its own).
+//!
+//! # How an exit is seen, case by case
+//! - **pidfd** ([`ExitWatch::Auto`] on Linux 5.3+, or [`ExitWatch::Pidfd`]):
+//!   the pidfd turns readable when the child exits; `waitid(P_PIDFD)` gives
+//!   the status. Signals go by `pidfd_send_signal`, which never reaches
+//!   another process that was given the pid.
+//! - **`SIGCHLD`** (no pidfd, [`ExitWatch::Sigchld`], or `DEFERLOOP_NO_PIDFD`
+//!   set in the environment): a handler of the loop's, installed while a
+//!   child is watched, then `waitpid(pid, WNOHANG)` for each of its own
+//!   children — never `waitpid(-1)`, which would take other code's children.
+//!   Signals go by pid, and only while `waitid(WNOWAIT)` shows the child
+//!   unreaped. While the handler is installed `SIGCHLD` is not ignored, so
+//!   the kernel reaps no child itself; the old disposition returns after.
+//! - **`SIGCHLD` ignored** (`SIG_IGN`, or `SA_NOCLDWAIT`): the kernel reaps
+//!   children itself and no wait sees a status. The spawn logs a warning;
+//!   the exit is still reported, with `Err(`[`StatusUnavailable`]`)` to
+//!   `process_exited` and from [`Process::wait`] (on the `SIGCHLD` path only
+//!   for a child that exited before the loop's handler was in).
+//! - **Reaped elsewhere** (another part of the program waited for the pid):
+//!   the same `StatusUnavailable`. Never silence, as libuv (its `exit_cb`
+//!   never runs), and never a made-up status, as asyncio (255).
+//!
+//! A write to a child's stdin that the child closed fails with `EPIPE`
+//! (heard as stdin's `pipe_closed` reason) and never raises `SIGPIPE` in the
+//! host, whatever its disposition — a C host that embeds the library may
+//! leave it at `SIG_DFL`.
 
 mod exit;
+mod options;
+mod output;
+mod protocol;
+mod reap;
+mod spawn;
 
-use crate::deferred::LoopClosed;
-use crate::net::pipe::{self, PipeIo};
+pub use options::{ChildStdio, ExitWatch, ProcessGroup, SpawnOptions};
+pub use output::{OutputOptions, OutputTooLarge};
+pub use protocol::{ChildPipe, ProcessProtocol};
+
 use crate::net::{Protocol, Transport};
 use crate::reactor::WeakLoop;
 use crate::{fail, succeed, Deferred, Error, ExceptionContext, Failure, Loop, Resolver, Signal};
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io;
+use std::os::unix::io::OwnedFd;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::rc::{Rc, Weak};
-
-pub use exit::set_use_pidfd;
-
-/// Which of the child's standard streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ChildPipe {
-    /// The child's standard input (we write).
-    Stdin,
-    /// The child's standard output (we read).
-    Stdout,
-    /// The child's standard error (we read).
-    Stderr,
-}
-
-/// What a program does with a child process: Twisted's `ProcessProtocol`.
-///
-/// Every method has a default that does nothing. Methods run on the loop
-/// thread, one at a time, never from inside a [`Process`] method.
-pub trait ProcessProtocol: 'static {
-    /// The child started; its pipes are open.
-    fn connection_made(&mut self, process: &Process) {
-        let _ = process;
-    }
-    /// Bytes from the child's stdout.
-    fn out_received(&mut self, process: &Process, data: &[u8]) {
-        let _ = (process, data);
-    }
-    /// Bytes from the child's stderr.
-    fn err_received(&mut self, process: &Process, data: &[u8]) {
-        let _ = (process, data);
-    }
-    /// One of the pipes closed: the child closed its end (or exited), or we
-    /// closed stdin. The child may still be running. Every pipe is heard
-    /// once, before `process_exited`: stdin still open when the child is
-    /// reaped is closed then, with a `BrokenPipe` reason if bytes written
-    /// to it were never taken.
-    fn pipe_closed(&mut self, process: &Process, pipe: ChildPipe, reason: Option<Failure>) {
-        let _ = (process, pipe, reason);
-    }
-    /// The child's stdin buffer passed its high-water mark: stop writing.
-    fn pause_writing(&mut self, process: &Process) {
-        let _ = process;
-    }
-    /// The child's stdin buffer drained to its low-water mark.
-    fn resume_writing(&mut self, process: &Process) {
-        let _ = process;
-    }
-    /// The child exited (or was killed: see
-    /// [`ExitStatusExt::signal`](std::os::unix::process::ExitStatusExt::signal))
-    /// and its stdout and stderr are at end-of-file: nothing more will come.
-    /// Called once; the protocol is dropped afterwards.
-    fn process_exited(&mut self, process: &Process, status: ExitStatus) {
-        let _ = (process, status);
-    }
-}
 
 /// Stops watching a child for its exit.
 pub(crate) type Unwatch = Box<dyn FnOnce(&Loop)>;
 
 /// The state of one child, shared by its pipes and its exit watcher.
-pub(crate) struct Shared {
+pub(crate) struct ChildState {
     lp: WeakLoop,
     pid: u32,
     command: String,
     at: &'static Location<'static>,
-    /// `None` once reaped.
-    pub(crate) child: RefCell<Option<Child>>,
-    status: Cell<Option<ExitStatus>>,
+    /// Its pidfd, where the kernel has them: waits and signals through it
+    /// name this process for good, whatever happens to the pid.
+    pidfd: Option<OwnedFd>,
+    /// It leads a process group (or session) of its own.
+    own_group: bool,
+    /// Set once reaped (by us, or found reaped without us): from then on
+    /// the pid may name another process, and nothing is sent to it.
+    pub(crate) reaped: Cell<bool>,
+    /// How it ended, once reaped: its status, or a [`StatusUnavailable`].
+    outcome: RefCell<Option<Result<ExitStatus, Failure>>>,
+    /// The same, once `process_exited` was called; shared with the handles.
+    finished: Finished,
     /// `None` while one of its methods runs, and after `process_exited`.
     proto: RefCell<Option<Box<dyn ProcessProtocol>>>,
     stdin: RefCell<Option<Transport>>,
+    /// Our ends of stdout and stderr, while open.
+    reads: RefCell<Vec<Transport>>,
     /// stdout and stderr still open.
     open_reads: Cell<u8>,
     done: Cell<bool>,
     pub(crate) detached: Cell<bool>,
     waiters: RefCell<Vec<Resolver<ExitStatus>>>,
-    weak_self: RefCell<Weak<Shared>>,
+    weak_self: RefCell<Weak<ChildState>>,
     /// Removes the exit watcher.
     unwatch: RefCell<Option<Unwatch>>,
 }
 
-impl Shared {
+impl ChildState {
     fn handle(&self) -> Process {
         Process {
             shared: self.weak_self.borrow().clone(),
             pid: self.pid,
+            finished: self.finished.clone(),
         }
     }
 
@@ -134,23 +126,35 @@ impl Shared {
     }
 
     /// Reaps the child if it has exited; then maybe `process_exited`.
+    /// Found reaped without us (`ECHILD`): it ended, status unknown.
     pub(crate) fn try_reap(&self, lp: &Loop) {
-        let status = {
-            let mut child = self.child.borrow_mut();
-            let Some(c) = child.as_mut() else { return };
-            match c.try_wait() {
-                Ok(Some(status)) => {
-                    *child = None;
-                    status
-                }
-                Ok(None) => return,
-                Err(e) => {
-                    log::warn!("deferloop: waiting for {} failed: {e}", self.command);
-                    return;
-                }
+        if self.reaped.get() {
+            return;
+        }
+        let outcome = match reap::wait(self.pid, self.pidfd.as_ref(), false) {
+            Ok(Some(status)) => Ok(status),
+            Ok(None) => return,
+            Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Err(self.unavailable()),
+            Err(e) => {
+                log::warn!("deferloop: waiting for {} failed: {e}", self.command);
+                return;
             }
         };
-        self.status.set(Some(status));
+        self.ended(lp, outcome);
+    }
+
+    fn unavailable(&self) -> Failure {
+        Failure::new(StatusUnavailable {
+            pid: self.pid,
+            command: self.command.clone(),
+        })
+    }
+
+    /// The child is reaped: no more watching; `process_exited` once the
+    /// output is drained.
+    fn ended(&self, lp: &Loop, outcome: Result<ExitStatus, Failure>) {
+        self.reaped.set(true);
+        *self.outcome.borrow_mut() = Some(outcome);
         let unwatch = self.unwatch.borrow_mut().take();
         if let Some(unwatch) = unwatch {
             unwatch(lp);
@@ -170,7 +174,7 @@ impl Shared {
 
     /// `process_exited` once the child is reaped and its output drained.
     fn maybe_finish(&self, lp: &Loop) {
-        let Some(status) = self.status.get() else {
+        let Some(outcome) = self.outcome.borrow().clone() else {
             return;
         };
         if self.open_reads.get() > 0 || self.done.get() {
@@ -192,19 +196,25 @@ impl Shared {
             self.call(lp, |p, proc| p.pipe_closed(proc, ChildPipe::Stdin, reason));
         }
         self.done.set(true);
-        self.call(lp, |p, proc| p.process_exited(proc, status));
+        self.reads.borrow_mut().clear();
+        *self.finished.borrow_mut() = Some(outcome.clone());
+        let given = outcome.clone();
+        self.call(lp, |p, proc| p.process_exited(proc, given));
         let proto = self.proto.borrow_mut().take();
         drop(proto);
         let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
         for r in waiters {
-            r.callback_if_pending(status);
+            match &outcome {
+                Ok(status) => r.callback_if_pending(*status),
+                Err(f) => r.errback_if_pending(f.clone()),
+            };
         }
     }
 }
 
 /// The net-side protocol of one pipe, forwarding to the process protocol.
 struct PipeProto {
-    shared: Rc<Shared>,
+    shared: Rc<ChildState>,
     which: ChildPipe,
 }
 
@@ -245,9 +255,16 @@ impl Protocol for PipeProto {
 /// keeps nothing alive.
 #[derive(Clone)]
 pub struct Process {
-    shared: Weak<Shared>,
+    shared: Weak<ChildState>,
     pid: u32,
+    /// How it ended, once `process_exited` was called: kept by the handles,
+    /// so `wait` and `status` still answer once the child's state is gone
+    /// (at once, for a child with no pipe to the loop).
+    finished: Finished,
 }
+
+/// How a child ended, once `process_exited` was called.
+pub(crate) type Finished = Rc<RefCell<Option<Result<ExitStatus, Failure>>>>;
 
 impl Process {
     /// The child's process id.
@@ -279,24 +296,64 @@ impl Process {
         }
     }
 
-    /// Sends `sig` to the child.
+    /// Sends `sig` to the child: through its pidfd where the kernel has
+    /// them (Linux 5.3+), which names this process and no other even once
+    /// its pid is reused; else by pid, and only while the child is known
+    /// unreaped.
     ///
     /// # Errors
-    /// [`Error::Gone`] once the child has been reaped (its pid may belong to
-    /// another process by then); the OS error of `kill`.
+    /// [`Error::Gone`] once the child has been reaped, by the loop or
+    /// without it (its pid may belong to another process by then); the OS
+    /// error of the call otherwise.
     pub fn signal(&self, sig: Signal) -> Result<(), Error> {
         let shared = self.shared.upgrade().ok_or(Error::Gone)?;
-        if shared.child.borrow().is_none() {
+        if shared.reaped.get() {
             return Err(Error::Gone);
         }
-        let pid = libc::pid_t::try_from(self.pid).map_err(|_| Error::Gone)?;
-        // SAFETY: kill(2) on our own child, not yet reaped (checked just
-        // above, on this thread, which is the only one that reaps it), so
-        // the pid still names it.
-        if unsafe { libc::kill(pid, sig.as_raw()) } != 0 {
-            return Err(io::Error::last_os_error().into());
+        match reap::send_signal(self.pid, shared.pidfd.as_ref(), sig.as_raw()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err(Error::Gone),
+            Err(e) => Err(e.into()),
         }
-        Ok(())
+    }
+
+    /// Sends `sig` to the child's whole process group: the child and what
+    /// it started (unless they left the group). For a child spawned with
+    /// [`ProcessGroup::New`] or [`ProcessGroup::Session`], and only while
+    /// the child is unreaped, since its pid names the group.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if the child has no group of its own (the
+    /// group would be the parent's); [`Error::Gone`] once the child has
+    /// been reaped; the OS error of `killpg` otherwise.
+    pub fn signal_group(&self, sig: Signal) -> Result<(), Error> {
+        let shared = self.shared.upgrade().ok_or(Error::Gone)?;
+        if !shared.own_group {
+            return Err(Error::InvalidInput(
+                "signal_group: the child has no process group of its own \
+                 (spawn it with ProcessGroup::New or ProcessGroup::Session)",
+            ));
+        }
+        if shared.reaped.get() {
+            return Err(Error::Gone);
+        }
+        match reap::send_group_signal(self.pid, shared.pidfd.as_ref(), sig.as_raw()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err(Error::Gone),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Closes our ends of stdout and stderr: what the child (or a
+    /// grandchild holding them) writes next meets a closed pipe.
+    pub(crate) fn close_reads(&self) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let reads = std::mem::take(&mut *shared.reads.borrow_mut());
+        for t in reads {
+            t.abort();
+        }
     }
 
     /// Sends `SIGKILL`.
@@ -315,27 +372,34 @@ impl Process {
         }
     }
 
-    /// The exit status, once the child has been reaped.
+    /// The exit status, once the child has been reaped (`None` also when
+    /// it is [unavailable](StatusUnavailable)).
     pub fn status(&self) -> Option<ExitStatus> {
-        self.shared.upgrade()?.status.get()
+        if let Some(r) = &*self.finished.borrow() {
+            return r.as_ref().ok().copied();
+        }
+        self.shared.upgrade()?.outcome.borrow().clone()?.ok()
     }
 
     /// Whether `process_exited` has been called.
     pub fn has_exited(&self) -> bool {
-        self.shared.upgrade().is_none_or(|s| s.done.get())
+        self.finished.borrow().is_some() || self.shared.upgrade().is_none_or(|s| s.done.get())
     }
 
     /// A Deferred that fires with the exit status right after
-    /// `process_exited`, or fails with [`LoopClosed`] if the loop closes first.
+    /// `process_exited`, or fails with [`LoopClosed`](crate::deferred::LoopClosed) if the loop closes
+    /// first, or with [`StatusUnavailable`] if the child was reaped without
+    /// the loop (`SIGCHLD` ignored, or another part of the program waited
+    /// for it).
     pub fn wait(&self) -> Deferred<ExitStatus> {
+        match self.finished.borrow().clone() {
+            Some(Ok(st)) => return succeed(st),
+            Some(Err(f)) => return fail(f),
+            None => {}
+        }
         let Some(s) = self.shared.upgrade() else {
             return fail(Failure::new(Error::Gone));
         };
-        if s.done.get() {
-            if let Some(st) = s.status.get() {
-                return succeed(st);
-            }
-        }
         let (d, r) = Deferred::new();
         s.waiters.borrow_mut().push(r);
         d
@@ -351,158 +415,29 @@ impl fmt::Debug for Process {
     }
 }
 
-/// What a `spawn` error means, in the user's words, naming the command.
-fn spawn_error(command: &str, e: io::Error) -> io::Error {
-    let what = match e.kind() {
-        io::ErrorKind::NotFound => "program not found",
-        io::ErrorKind::PermissionDenied => "permission denied (is it executable?)",
-        _ => "could not start it",
-    };
-    io::Error::new(e.kind(), format!("spawn {command}: {what}: {e}"))
+/// The failure of [`Process::wait`] and `process_exited` when the child was
+/// reaped without the loop, so its exit status cannot be known: `SIGCHLD`
+/// is ignored (`SIG_IGN`, or `SA_NOCLDWAIT`) and the kernel reaped it, or
+/// another part of the program waited for it (`waitpid(-1)`, say). The exit
+/// itself is certain; only the status is lost. (Twisted and libuv never
+/// report such an exit; asyncio reports 255.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatusUnavailable {
+    /// The child's process id.
+    pub pid: u32,
+    /// The program that was run.
+    pub command: String,
 }
 
-impl Loop {
-    /// Starts `cmd` as a child process driven by `protocol`; the Deferred
-    /// fires with its [`Process`] once it is running (after
-    /// `protocol.connection_made`).
-    ///
-    /// stdin, stdout and stderr are always pipes to the loop (what `cmd`
-    /// said about them is replaced). The Deferred fails — and no protocol
-    /// method is called — if the program does not exist or is not
-    /// executable, if the working directory does not exist, or if the loop
-    /// is closed; the message names the command.
-    ///
-    /// # Examples
-    /// ```
-    /// use deferloop::process::{Process, ProcessProtocol};
-    /// use deferloop::EventLoop;
-    /// use std::process::{Command, ExitStatus};
-    ///
-    /// #[derive(Default)]
-    /// struct Collect(Vec<u8>);
-    /// impl ProcessProtocol for Collect {
-    ///     fn out_received(&mut self, _: &Process, data: &[u8]) {
-    ///         self.0.extend_from_slice(data);
-    ///     }
-    ///     fn process_exited(&mut self, _: &Process, status: ExitStatus) {
-    ///         assert_eq!(self.0, b"hello\n");
-    ///         assert!(status.success());
-    ///     }
-    /// }
-    ///
-    /// let ev = EventLoop::new()?;
-    /// let p = ev.run_until(ev.spawn_process(Command::new("echo").arg("hello"), Collect::default()))?;
-    /// let status = ev.run_until(p.wait())?;
-    /// assert!(status.success());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[track_caller]
-    pub fn spawn_process<P: ProcessProtocol>(
-        &self,
-        cmd: &mut Command,
-        protocol: P,
-    ) -> Deferred<Process> {
-        let at = Location::caller();
-        let command = cmd.get_program().to_string_lossy().into_owned();
-        if self.is_closed() {
-            return fail(Failure::new(LoopClosed));
-        }
-        if let Some(dir) = cmd.get_current_dir() {
-            if !dir.is_dir() {
-                let e = io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!(
-                        "spawn {command}: working directory {} does not exist or is not a directory",
-                        dir.display()
-                    ),
-                );
-                return fail(Failure::new(e));
-            }
-        }
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => return fail(Failure::new(spawn_error(&command, e))),
-        };
-        match self.adopt_child(child, command.clone(), Box::new(protocol), at) {
-            Ok(p) => succeed(p),
-            Err(e) => fail(Failure::new(io::Error::other(format!(
-                "spawn {command}: {e}"
-            )))),
-        }
-    }
-
-    /// Registers a spawned child's pipes and exit watcher. On an error the
-    /// child is killed and reaped, and what was opened is closed.
-    fn adopt_child(
-        &self,
-        mut child: Child,
-        command: String,
-        protocol: Box<dyn ProcessProtocol>,
-        at: &'static Location<'static>,
-    ) -> Result<Process, Error> {
-        let stdin = mio::unix::pipe::Sender::from(child.stdin.take().expect("piped"));
-        let stdout = mio::unix::pipe::Receiver::from(child.stdout.take().expect("piped"));
-        let stderr = mio::unix::pipe::Receiver::from(child.stderr.take().expect("piped"));
-        let pid = child.id();
-        let shared = Rc::new(Shared {
-            lp: self.downgrade(),
-            pid,
-            command,
-            at,
-            child: RefCell::new(Some(child)),
-            status: Cell::new(None),
-            proto: RefCell::new(None),
-            stdin: RefCell::new(None),
-            open_reads: Cell::new(2),
-            done: Cell::new(false),
-            detached: Cell::new(false),
-            waiters: RefCell::new(Vec::new()),
-            weak_self: RefCell::new(Weak::new()),
-            unwatch: RefCell::new(None),
-        });
-        *shared.weak_self.borrow_mut() = Rc::downgrade(&shared);
-        let mut opened = Vec::new();
-        let r = (|| -> Result<(), Error> {
-            stdin.set_nonblocking(true)?;
-            stdout.set_nonblocking(true)?;
-            stderr.set_nonblocking(true)?;
-            let pipes = [
-                (PipeIo::Write(Some(stdin)), ChildPipe::Stdin),
-                (PipeIo::Read(stdout), ChildPipe::Stdout),
-                (PipeIo::Read(stderr), ChildPipe::Stderr),
-            ];
-            for (io, which) in pipes {
-                let proto = Box::new(PipeProto {
-                    shared: shared.clone(),
-                    which,
-                });
-                let t = pipe::open(self, io, proto, at)?;
-                if which == ChildPipe::Stdin {
-                    *shared.stdin.borrow_mut() = Some(t.clone());
-                }
-                opened.push(t);
-            }
-            exit::watch(self, &shared, at)
-        })();
-        if let Err(e) = r {
-            shared.done.set(true); // no protocol method, ever
-            for t in opened {
-                t.abort();
-            }
-            let child = shared.child.borrow_mut().take();
-            if let Some(mut c) = child {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-            return Err(e);
-        }
-        *shared.proto.borrow_mut() = Some(protocol);
-        shared.call(self, |p, proc| p.connection_made(proc));
-        // It may have exited already (a watcher installed late sees no edge).
-        shared.try_reap(self);
-        Ok(shared.handle())
+impl fmt::Display for StatusUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "exit status unavailable: reaped elsewhere or SIGCHLD ignored ({}, pid {})",
+            self.command, self.pid
+        )
     }
 }
+
+impl std::error::Error for StatusUnavailable {}

@@ -2,10 +2,10 @@
 //! its state, and moving a timer (`reset`, `delay`). Tests:
 //! tests/loop_callbacks.rs, tests/loop_timers.rs, tests/timers_reset.rs.
 
-use super::timers::{self, TimerId};
 use super::Inner;
 use crate::clock::Timer;
 use crate::reactor::ready::Job;
+use crate::timers::{self, TimerId};
 use crate::Error;
 use std::cell::Cell;
 use std::fmt;
@@ -62,12 +62,12 @@ impl Handle {
             HandleId::Timer(id, _) => {
                 let c = inner.timers.borrow_mut().cancel(id);
                 match c {
-                    timers::Cancelled::Pending(task) => {
+                    timers::Removed::Pending(task) => {
                         drop(task);
                         true
                     }
-                    timers::Cancelled::Ready(seq) => cancel_ready(seq),
-                    timers::Cancelled::Gone => false,
+                    timers::Removed::Ready(seq) => cancel_ready(seq),
+                    timers::Removed::Gone => false,
                 }
             }
         };

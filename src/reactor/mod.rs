@@ -3,29 +3,32 @@
 //! `RefCell` per part (ready queue, timers, I/O registry), each borrowed only
 //! for one operation and never while user code runs. Tests: tests/loop_*.rs.
 
+mod as_clock;
 mod callback;
 mod decay;
 mod embed;
 mod exceptions;
 mod handle;
+mod key;
 pub(crate) mod monitor;
+mod published;
 mod raw;
 mod ready;
 mod remote;
 mod run;
 pub(crate) mod source;
 mod threads;
-pub(crate) mod timers;
 mod turn;
 
 use crate::clock::{Clock, ManualClock};
 use crate::context::Context;
 use crate::deferred::failure::Failure;
+use crate::timers::{self, TimerWheel};
 use crate::Error;
 use exceptions::ExceptionHandler;
 use handle::HandleId;
 use ready::{Callback, Job, ReadyQueue, Task};
-use remote::Shared;
+use remote::CrossThread;
 use source::Registry;
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -35,16 +38,16 @@ use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use timers::TimerWheel;
 
-pub use monitor::{CurrentCallback, IoInfo, Monitor, Snapshot, TimerInfo};
+pub use monitor::{CurrentCallback, Monitor, Snapshot};
+pub use published::{IoInfo, TimerInfo};
 
 pub use exceptions::{default_exception_handler, ExceptionContext};
 pub use handle::{Handle, HandleState};
+pub(crate) use key::SourceKey;
 pub use remote::Remote;
-pub(crate) use source::{PostAction, Ready, Source, SourceKey};
+pub(crate) use source::{PostAction, Ready, Source};
 pub use threads::DEFAULT_POOL_CLOSE_TIMEOUT;
-pub(crate) use timers::later;
 
 /// Step 2 never sleeps longer than this ("avoid OS limitations", as asyncio).
 pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
@@ -64,9 +67,9 @@ pub(crate) struct Inner {
     /// A host watches the poll fd (embed.rs): work scheduled between turns
     /// must then make the fd readable.
     watched: Cell<bool>,
-    shared: Arc<Shared>,
+    shared: Arc<CrossThread>,
     /// The spare buffer the remote queue is swapped with (no allocation per drain).
-    spare: RefCell<remote::Spare>,
+    spare: RefCell<remote::LoopHalf>,
     running: Cell<bool>,
     /// What `Remote`s were last told about `running` (the embedded turns
     /// keep it set between turns; see run.rs).
@@ -180,7 +183,7 @@ impl EventLoop {
     ///
     /// let clock = ManualClock::new();
     /// let ev = EventLoop::with_manual_clock(clock.clone())?;
-    /// let d = deferloop::defer_later(&ev.handle(), Duration::from_secs(3600), || Ok(42));
+    /// let d = deferloop::defer_later(&ev.to_loop(), Duration::from_secs(3600), || Ok(42));
     /// clock.advance(Duration::from_secs(3600)); // an hour, at once
     /// assert_eq!(ev.run_until(d).unwrap(), 42);
     /// # Ok::<(), deferloop::Error>(())
@@ -208,8 +211,8 @@ impl EventLoop {
             events: RefCell::new(mio::Events::with_capacity(1024)),
             events_full: Cell::new(false),
             watched: Cell::new(false),
-            shared: Arc::new(Shared::new(waker)),
-            spare: RefCell::new(remote::Spare::default()),
+            shared: Arc::new(CrossThread::new(waker)),
+            spare: RefCell::new(remote::LoopHalf::default()),
             running: Cell::new(false),
             remote_running: Cell::new(false),
             stopping: Cell::new(false),
@@ -232,8 +235,9 @@ impl EventLoop {
         })
     }
 
-    /// A handle to this loop (the same as `(*ev).clone()`).
-    pub fn handle(&self) -> Loop {
+    /// The loop as a [`Loop`], the cheap strong handle callbacks get (the
+    /// same as `(*ev).clone()`). Not a [`Handle`], which is one scheduled call.
+    pub fn to_loop(&self) -> Loop {
         self.lp.clone()
     }
 }
@@ -483,19 +487,6 @@ impl fmt::Debug for Loop {
             .field("ready", &self.ready_len())
             .field("timers", &self.timer_count())
             .finish()
-    }
-}
-
-impl Clock for Loop {
-    type Timer = Handle;
-
-    fn now(&self) -> Instant {
-        self.time()
-    }
-
-    #[track_caller]
-    fn call_later<F: FnOnce() + 'static>(&self, delay: Duration, f: F) -> Result<Handle, Error> {
-        Loop::call_later(self, delay, move |_| f())
     }
 }
 

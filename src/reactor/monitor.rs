@@ -1,5 +1,5 @@
 //! Diagnostics from outside the loop: `Monitor` (what a running loop holds right
-//! now) and the blocked-loop watchdog. Owns `MonitorState`, `Monitor`, `Snapshot`.
+//! now) and the blocked-loop watchdog. Owns `Monitor`, `Snapshot`, `CurrentCallback`.
 //!
 //! Both are off until asked for, and cost nothing until then. Once on, the loop
 //! records the callback it is running (location and start time, under a mutex
@@ -7,71 +7,15 @@
 //! its queues at the start of step 6. A monitor or the watchdog, on another
 //! thread, reads those; so a loop stuck inside one callback can be diagnosed
 //! *while* it is stuck — asyncio's debug mode reports a slow callback only after
-//! it returns. Tests: tests/loop_debug.rs, tests/threads_watchdog.rs.
+//! it returns. What the loop records and publishes is `published.rs`.
+//! Tests: tests/loop_debug.rs, tests/threads_watchdog.rs.
 
-use super::remote::Shared;
+use super::published::{IoInfo, TimerInfo};
+use super::remote::CrossThread;
 use std::fmt;
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// How often the loop publishes its summary, at most.
-pub(crate) const PUBLISH_EVERY: Duration = Duration::from_millis(10);
-/// How many timers and ready callbacks a snapshot lists (the counts are exact).
-pub(crate) const LIST_AT_MOST: usize = 100;
-
-#[derive(Default)]
-pub(crate) struct MonitorState {
-    pub(crate) enabled: AtomicBool,
-    pub(crate) current: Mutex<Option<(&'static Location<'static>, Instant)>>,
-    pub(crate) published: Mutex<Published>,
-}
-
-#[derive(Default, Clone)]
-pub(crate) struct Published {
-    pub(crate) at: Option<Instant>,
-    pub(crate) turns: u64,
-    pub(crate) ready: usize,
-    pub(crate) ready_sites: Vec<&'static Location<'static>>,
-    pub(crate) timer_count: usize,
-    pub(crate) timers: Vec<TimerInfo>,
-    pub(crate) io_sources: Vec<IoInfo>,
-}
-
-impl MonitorState {
-    pub(crate) fn set_current(&self, now: Option<(&'static Location<'static>, Instant)>) {
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = now;
-    }
-
-    pub(crate) fn current(&self) -> Option<(&'static Location<'static>, Instant)> {
-        *self.current.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn enable(&self) {
-        self.enabled.store(true, Ordering::Relaxed);
-    }
-}
-
-/// One pending timer in a [`Snapshot`].
-#[derive(Debug, Clone)]
-pub struct TimerInfo {
-    /// When it is due.
-    pub deadline: Instant,
-    /// Where it was scheduled.
-    pub scheduled_at: &'static Location<'static>,
-}
-
-/// One registered I/O source in a [`Snapshot`].
-#[derive(Debug, Clone)]
-pub struct IoInfo {
-    /// What it is: `"reader"`, `"tcp"`, `"listener"`, …
-    pub kind: &'static str,
-    /// Whether it is waiting to read, and to write.
-    pub interest: (bool, bool),
-    /// Where it was registered.
-    pub registered_at: &'static Location<'static>,
-}
 
 /// The callback a loop is running, in a [`Snapshot`].
 #[derive(Debug, Clone)]
@@ -150,7 +94,7 @@ impl fmt::Display for Snapshot {
 /// A `Send + Sync` window onto a loop, for diagnosing it from another thread.
 #[derive(Clone)]
 pub struct Monitor {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<CrossThread>,
 }
 
 impl Monitor {
@@ -189,7 +133,7 @@ impl fmt::Debug for Monitor {
 /// Starts the watchdog thread: it logs (`log::warn!`) a callback that has been
 /// running for `threshold`, while it still runs, then again each time the
 /// time doubles; it ends when the loop is closed.
-pub(crate) fn spawn_watchdog(shared: Arc<Shared>, threshold: Duration) -> std::io::Result<()> {
+pub(crate) fn spawn_watchdog(shared: Arc<CrossThread>, threshold: Duration) -> std::io::Result<()> {
     shared.monitor.enable();
     let tick = (threshold / 4).clamp(Duration::from_millis(1), Duration::from_millis(50));
     std::thread::Builder::new()

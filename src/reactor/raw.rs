@@ -13,7 +13,8 @@
 //! return value of `remove_*` and the put-back after the call all see the
 //! running callback. Tests: tests/loop_io.rs.
 
-use super::source::{Owner, PostAction, Ready, Source, SourceKey};
+use super::key::SourceKey;
+use super::source::{Owner, PostAction, Ready, Source};
 use super::Loop;
 use crate::reactor::ExceptionContext;
 use crate::{Error, Failure};

@@ -13,9 +13,9 @@
 //! tests/loop_order.rs, tests/loop_callbacks.rs.
 
 use super::decay::Peak;
-use super::source::SourceKey;
-use super::timers::TimerId;
+use super::key::SourceKey;
 use crate::context::Context;
+use crate::timers::TimerId;
 use std::collections::VecDeque;
 use std::panic::Location;
 use std::time::Instant;
@@ -256,7 +256,7 @@ mod tests {
     fn due_timers_get_their_ids_back_when_popped() {
         let mut q = ReadyQueue::default();
         let now = std::time::Instant::now();
-        let mut heap = super::super::timers::TimerWheel::new(now);
+        let mut heap = crate::timers::TimerWheel::new(now);
         let (t1, t2) = (heap.insert(now, ()), heap.insert(now, ()));
         q.push(task());
         let s1 = q.push_timer(task(), t1);
@@ -279,7 +279,7 @@ mod tests {
     fn an_emptied_queue_gives_back_a_burst_s_memory() {
         let mut q = ReadyQueue::default();
         let now = std::time::Instant::now();
-        let mut heap = super::super::timers::TimerWheel::new(now);
+        let mut heap = crate::timers::TimerWheel::new(now);
         for _ in 0..10 * KEEP {
             q.push(task());
             q.push_timer(task(), heap.insert(now, ()));

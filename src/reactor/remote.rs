@@ -1,5 +1,5 @@
 //! The remote queue: the only way into the loop from other threads. Owns
-//! `Remote` and `Shared`, the part of the loop's state that is `Send + Sync`.
+//! `Remote` and `CrossThread`, the part of the loop's state that is `Send + Sync`.
 //!
 //! `call_soon_threadsafe` pushes a `Send` closure (stored inline when small,
 //! reactor/callback.rs) on a mutex-protected `Vec` and wakes the loop through a
@@ -12,7 +12,7 @@
 //! flag: no other atomic. Tests: tests/loop_threadsafe.rs, tests/loop_callbacks.rs.
 
 use super::decay::Peak;
-use super::monitor::MonitorState;
+use super::published::MonitorState;
 use super::Loop;
 use crate::deferred::Deferred;
 use crate::Error;
@@ -39,7 +39,7 @@ pub(crate) const REMOTE_KEEP: usize = 16 * 1024;
 /// queue at each drain, and what it takes to give a burst's memory back on
 /// both sides without reallocating under a steady load.
 #[derive(Default)]
-pub(crate) struct Spare {
+pub(crate) struct LoopHalf {
     pub(crate) jobs: Vec<RemoteJob>,
     /// The most calls a drain took recently (decay.rs).
     peak: Peak,
@@ -47,9 +47,9 @@ pub(crate) struct Spare {
     given: usize,
 }
 
-impl Spare {
+impl LoopHalf {
     /// Takes the queued calls into `jobs`.
-    pub(crate) fn take(&mut self, shared: &Shared, now: impl FnOnce() -> Instant) {
+    pub(crate) fn take(&mut self, shared: &CrossThread, now: impl FnOnce() -> Instant) {
         self.given = self.jobs.capacity();
         shared.take_jobs(&mut self.jobs);
         self.peak.note(self.jobs.len(), now);
@@ -58,7 +58,7 @@ impl Spare {
     /// Once a turn: frees either buffer, once empty, if it holds more than
     /// `REMOTE_KEEP` and four times what recent drains took. The clock is
     /// read only while one does.
-    pub(crate) fn trim(&mut self, shared: &Shared, now: impl FnOnce() -> Instant) {
+    pub(crate) fn trim(&mut self, shared: &CrossThread, now: impl FnOnce() -> Instant) {
         if !self.holds_burst() {
             return;
         }
@@ -115,7 +115,7 @@ impl<T: Send> Waiter for Slot<T> {
 }
 
 /// State shared between the loop and its `Remote`s and monitors.
-pub(crate) struct Shared {
+pub(crate) struct CrossThread {
     queue: Mutex<Queue>,
     wake_pending: AtomicBool,
     waker: mio::Waker,
@@ -123,9 +123,9 @@ pub(crate) struct Shared {
     pub(crate) monitor: MonitorState,
 }
 
-impl Shared {
-    pub(crate) fn new(waker: mio::Waker) -> Shared {
-        Shared {
+impl CrossThread {
+    pub(crate) fn new(waker: mio::Waker) -> CrossThread {
+        CrossThread {
             queue: Mutex::new(Queue {
                 jobs: Vec::new(),
                 calls: 0,
@@ -234,7 +234,7 @@ impl Shared {
 /// single-threaded API from another thread does not compile:
 /// ```compile_fail
 /// let ev = deferloop::EventLoop::new().unwrap();
-/// let lp = ev.handle();
+/// let lp = ev.to_loop();
 /// std::thread::spawn(move || lp.stop()); // `Loop` is not `Send`
 /// ```
 ///
@@ -253,7 +253,7 @@ impl Shared {
 /// ```
 #[derive(Clone)]
 pub struct Remote {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<CrossThread>,
 }
 
 impl Remote {
@@ -338,7 +338,7 @@ impl Remote {
             q.calls += 1;
         }
         self.shared.wake();
-        let deadline = super::timers::later(Instant::now(), timeout);
+        let deadline = crate::timers::later(Instant::now(), timeout);
         let mut v = slot.value.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if let Some(r) = v.take() {

@@ -1,5 +1,6 @@
 //! Sources: anything the loop polls. Owns the [`Source`] trait, [`Ready`],
-//! [`SourceKey`] and the registry that stores sources behind the trait.
+//! [`PostAction`] and the registry that stores sources behind the trait; a
+//! source's [`SourceKey`] is `key.rs`.
 //!
 //! The reactor knows no kind of source. A TCP connection, a listener, a UDP
 //! socket, a raw reader, an in-memory test connection: each is a type that
@@ -18,7 +19,8 @@
 //! source that was removed, and whose slot was reused, in the same turn is
 //! ignored. Tests: below, tests/loop_io.rs, tests/net_*.rs.
 
-use super::monitor::IoInfo;
+use super::key::SourceKey;
+use super::published::IoInfo;
 use super::ready::{Job, Task};
 use super::Loop;
 use crate::context::Context;
@@ -34,28 +36,28 @@ use std::rc::Rc;
 /// What happened to a source since its last dispatch: bits of readiness the
 /// selector reported, and whether the source was woken.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Ready(u8);
+pub(crate) struct Ready(u8);
 
 impl Ready {
     /// Nothing.
-    pub const EMPTY: Ready = Ready(0);
+    pub(crate) const EMPTY: Ready = Ready(0);
     /// The selector said readable (or error / hang-up: a read will tell).
-    pub const READABLE: Ready = Ready(1);
+    pub(crate) const READABLE: Ready = Ready(1);
     /// The selector said writable (or error / hang-up: a write will tell).
-    pub const WRITABLE: Ready = Ready(2);
+    pub(crate) const WRITABLE: Ready = Ready(2);
     /// The peer closed its writing side, or hung up. An edge-triggered
     /// selector says it once: a source must remember it.
-    pub const READ_CLOSED: Ready = Ready(4);
+    pub(crate) const READ_CLOSED: Ready = Ready(4);
     /// [`Loop::wake_source`] asked for a dispatch with no readiness.
-    pub const WOKEN: Ready = Ready(8);
+    pub(crate) const WOKEN: Ready = Ready(8);
 
     /// Whether every bit of `other` is set.
-    pub fn contains(self, other: Ready) -> bool {
+    pub(crate) fn contains(self, other: Ready) -> bool {
         self.0 & other.0 == other.0
     }
 
     /// Whether no bit is set.
-    pub fn is_empty(self) -> bool {
+    pub(crate) fn is_empty(self) -> bool {
         self.0 == 0
     }
 
@@ -83,33 +85,12 @@ impl std::ops::BitOr for Ready {
 
 /// What a dispatch asks of the loop when it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PostAction {
+pub(crate) enum PostAction {
     /// Dispatch again only when new readiness (or a wake) arrives.
     Continue,
     /// Dispatch again in the next turn even if nothing new arrives (a read
     /// budget ran out with data left): behind the others, for fairness.
     Again,
-}
-
-/// A registered source: its slab index and generation; also its mio `Token`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SourceKey {
-    index: u32,
-    gen: u32,
-}
-
-impl SourceKey {
-    /// The selector token of this source.
-    pub fn token(self) -> mio::Token {
-        mio::Token((self.gen as usize) << 32 | self.index as usize)
-    }
-
-    pub(crate) fn from_token(t: mio::Token) -> SourceKey {
-        SourceKey {
-            index: (t.0 & 0xffff_ffff) as u32,
-            gen: (t.0 >> 32) as u32,
-        }
-    }
 }
 
 /// Anything the loop polls. The one trait a new kind of source implements;
@@ -120,7 +101,7 @@ impl SourceKey {
 /// [`Loop::insert_source`] gets the selector's registry), and deregisters it
 /// before it calls [`Loop::remove_source`]. It keeps its state behind its own
 /// `Cell`s/`RefCell`s, borrowed only while no user code runs.
-pub trait Source: Any {
+pub(crate) trait Source: Any {
     /// Step 6, once per turn in which the source was ready or woken: `ready`
     /// is everything reported since the last dispatch. Runs with no borrow of
     /// the loop held; a panic that escapes is caught and reported by the loop.

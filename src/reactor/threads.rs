@@ -10,10 +10,10 @@
 //! cannot be stopped, so a running job finishes and its late result is dropped
 //! quietly. Tests: tests/threads_pool.rs.
 
-use super::remote::Shared;
-use super::timers::later;
+use super::remote::CrossThread;
 use super::{Inner, Loop};
 use crate::deferred::{Deferred, Resolver};
+use crate::timers::later;
 use crate::{Error, Failure};
 use slab::Slab;
 use std::any::Any;
@@ -248,7 +248,7 @@ impl Loop {
         let mut pool = self.inner.pool.borrow_mut();
         let id = pool.waiting.insert(Box::new(r));
         id_cell.set(id);
-        let shared: Arc<Shared> = self.inner.shared.clone();
+        let shared: Arc<CrossThread> = self.inner.shared.clone();
         let job: Job = Box::new(move || {
             let result = panic::catch_unwind(AssertUnwindSafe(f));
             let remote = super::Remote { shared };

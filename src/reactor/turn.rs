@@ -9,9 +9,10 @@
 //! Tests: tests/loop_order.rs, tests/loop_timers.rs.
 
 use super::decay::DECAY;
-use super::monitor::{Published, LIST_AT_MOST, PUBLISH_EVERY};
+use super::key::SourceKey;
+use super::published::{Published, LIST_AT_MOST, PUBLISH_EVERY};
 use super::ready::{Job, Task};
-use super::source::{Ready, SourceKey};
+use super::source::Ready;
 use super::{Inner, Loop, MAX_TIMEOUT, WAKER};
 use crate::context::Context;
 use crate::Error;

@@ -18,7 +18,8 @@ pub enum Event {
     Closed(ChildPipe, Option<Instant>, Option<String>),
     Paused,
     Resumed,
-    Exited(ExitStatus),
+    /// The status, or the failure rendered.
+    Exited(Result<ExitStatus, String>),
 }
 
 pub struct Recorder(Rc<RefCell<Vec<Event>>>);
@@ -52,7 +53,8 @@ impl ProcessProtocol for Recorder {
     fn resume_writing(&mut self, _: &Process) {
         self.0.borrow_mut().push(Event::Resumed);
     }
-    fn process_exited(&mut self, _: &Process, status: ExitStatus) {
+    fn process_exited(&mut self, _: &Process, status: Result<ExitStatus, Failure>) {
+        let status = status.map_err(|f| f.to_string());
         self.0.borrow_mut().push(Event::Exited(status));
     }
 }

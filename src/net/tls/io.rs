@@ -1,15 +1,15 @@
-//! [`TlsIo`]: a [`StreamIo`] over another `StreamIo`, with a `rustls`
+//! [`TlsIo`]: a [`Wire`] over another `Wire`, with a `rustls`
 //! connection in between (Twisted's `TLSMemoryBIOProtocol`, one layer lower).
 //! The core reads plaintext from it and writes plaintext to it; records go
 //! to and come from the inner stream. What it holds itself (records the
 //! socket did not take, close_notify) the core flushes through the
-//! `StreamIo` hooks. Tests: tests/net_tls_*.rs.
+//! `Wire` hooks. Tests: tests/net_tls_*.rs.
 
 use super::records::RecordCounter;
 use super::TlsError;
-use crate::net::io::StreamIo;
+use crate::net::core::io::Wire;
+use crate::net::Limits;
 use crate::net::SockAddr;
-use crate::net::READ_BUDGET;
 use crate::Handle;
 use std::cell::Cell;
 use std::io::{self, IoSlice, Read, Write};
@@ -26,7 +26,7 @@ pub(crate) type DeadlineSlot = Rc<Cell<Option<Handle>>>;
 const RECORD_COST: usize = 2048;
 
 pub(crate) struct TlsIo {
-    inner: Box<dyn StreamIo>,
+    inner: Box<dyn Wire>,
     tls: rustls::Connection,
     /// The inner stream's connect is done.
     inner_up: bool,
@@ -37,7 +37,7 @@ pub(crate) struct TlsIo {
     /// a connection keeps no buffer of a burst once it is out.
     out: Vec<u8>,
     sent: usize,
-    /// Bytes written to the inner stream, in all (`StreamIo::layer_sent`).
+    /// Bytes written to the inner stream, in all (`Wire::layer_sent`).
     written: u64,
     /// Bytes received before `start_tls` that belong to the handshake: fed
     /// to rustls before the socket is read.
@@ -67,7 +67,7 @@ impl TlsIo {
     /// (what was buffered before `start_tls`); `early` is handed to rustls
     /// before anything read from `inner` (what arrived before it).
     pub(crate) fn new(
-        inner: Box<dyn StreamIo>,
+        inner: Box<dyn Wire>,
         tls: rustls::Connection,
         inner_up: bool,
         plain_out: Vec<u8>,
@@ -156,7 +156,7 @@ impl TlsIo {
     /// far more than its bytes, and a peer chooses how many its bytes make,
     /// so a budget then holds the loop about as long whatever they carry.
     fn charge(&mut self) -> bool {
-        if self.charged < READ_BUDGET {
+        if self.charged < Limits::DEFAULT.read_budget {
             return false;
         }
         self.spent = true;
@@ -249,8 +249,8 @@ impl TlsIo {
 }
 
 /// The socket as rustls writes records to it: several records in one
-/// vectored write (`sendmsg` on a socket, net/io.rs).
-struct Sink<'a>(&'a mut dyn StreamIo);
+/// vectored write (`sendmsg` on a socket, net/core/io.rs).
+struct Sink<'a>(&'a mut dyn Wire);
 
 impl Write for Sink<'_> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
@@ -268,7 +268,7 @@ impl Write for Sink<'_> {
 /// Counts the records that pass.
 struct Source<'a> {
     early: &'a mut Vec<u8>,
-    inner: &'a mut dyn StreamIo,
+    inner: &'a mut dyn Wire,
     counter: &'a mut RecordCounter,
     /// Record headers seen in this read.
     headers: usize,
@@ -292,7 +292,7 @@ impl Read for Source<'_> {
     }
 }
 
-impl StreamIo for TlsIo {
+impl Wire for TlsIo {
     /// Returns plaintext. A short read means the socket is drained too (the
     /// core waits for the next edge then), so records are read until the
     /// buffer is full or the socket says `WouldBlock`; or until a read

@@ -5,10 +5,10 @@
 use super::config::{ClientConfig, ServerConfig};
 use super::io::{DeadlineSlot, TlsIo};
 use super::TlsError;
-use crate::net::conn::{connect, Conn, State};
-use crate::net::connection::{Connection, ProtocolFactory};
+use crate::net::core::conn::{connect, Conn, ConnState};
+use crate::net::core::connection::{Connection, ProtocolFactory};
+use crate::net::core::io::{Tcp, Wire};
 use crate::net::core::Phase;
-use crate::net::io::{StreamIo, Tcp};
 use crate::net::{Listener, Protocol, SockAddr, Transport};
 use crate::reactor::Ready;
 use crate::{Error, Failure, Handle, Loop};
@@ -126,7 +126,7 @@ impl Loop {
                 let sock = mio::net::TcpStream::connect(addr)?;
                 let inner = Box::new(Tcp(sock));
                 let tls = TlsIo::new(inner, tls, false, Vec::new(), Vec::new(), slot.clone());
-                Ok(Box::new(tls) as Box<dyn StreamIo>)
+                Ok(Box::new(tls) as Box<dyn Wire>)
             });
         let c = connect(self, io, addr.into(), protocol, Location::caller());
         if let Some(conn) = c.transport().conn.upgrade() {
@@ -172,7 +172,7 @@ fn accept(lp: &Loop, conn: &Rc<Conn>, peer: &SockAddr, config: &ServerConfig) {
 fn layer(
     conn: &Rc<Conn>,
     lp: &Loop,
-    st: &mut State,
+    st: &mut ConnState,
     tls: rustls::Connection,
     plain_out: Vec<u8>,
     early: Vec<u8>,

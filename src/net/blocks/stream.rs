@@ -1,0 +1,467 @@
+//! Reading a connection with Deferreds: [`Stream`] (asyncio's `StreamReader`
+//! and `StreamWriter` in one cheap handle), [`StreamProtocol`] (the protocol
+//! that feeds it). The state under it, and the errors a read fails with, are
+//! `stream_state.rs`; producers live in `producer.rs`, copies and relays in
+//! `relay.rs`.
+//! Tests: tests/net_stream_*.rs.
+
+use crate::deferred::Cancelled;
+use crate::net::blocks::stream_state::{
+    lost, notify, pump, update_reading, Done, Request, StreamCell, StreamState, Want,
+};
+use crate::net::open::memory::{self, Peer};
+use crate::net::{Listener, Protocol, Transport};
+use crate::reactor::WeakLoop;
+use crate::{Deferred, Error, Failure, Loop, Resolver};
+use smallvec::SmallVec;
+use std::cell::RefCell;
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::rc::Rc;
+
+/// A connection read with Deferreds: the callback form of asyncio's
+/// `StreamReader`, with the connection's [`Transport`] for writing
+/// (`Stream` dereferences to it: `stream.write(..)`, `stream.close()`).
+///
+/// Each read returns a [`Deferred`] that fires with the bytes once they have
+/// arrived: [`read_line`](Self::read_line), [`read_until`](Self::read_until),
+/// [`read_exactly`](Self::read_exactly), [`read_some`](Self::read_some).
+/// Reads queue: several may be waiting, and they complete in the order they
+/// were asked. A read fails with the connection's loss reason (a reset), with
+/// [`IncompleteRead`](crate::net::IncompleteRead) at the end of file, or with [`LineTooLong`](crate::net::LineTooLong).
+///
+/// A stream is cheap to clone (clones read the same buffer) and keeps its
+/// connection's state alive only while the connection is open: there is no
+/// protocol to write, and no shared cell to hold.
+///
+/// # Guarantees
+/// - **Backpressure.** Bytes are read into the stream's buffer until it holds
+///   its limit ([`set_read_limit`](Self::set_read_limit), 64 KiB by default)
+///   and no read is waiting for more; then the connection is not read until a
+///   read takes bytes out, so a peer that sends faster than the program asks
+///   is pushed back by TCP.
+/// - **Cancel-safe.** Cancelling a read drops the request, never the data: the
+///   bytes that had arrived stay in the buffer for the next read.
+/// - **Stack-safe.** A read never fires inside the call that asks for it: a
+///   read that can complete at once fires from the loop (in this turn if a
+///   read of the same stream is firing, else in the next), so a loop that
+///   asks for the next line from the callback of the last runs at constant
+///   stack depth however many lines are buffered.
+/// - The stream manages its transport's reading: do not call
+///   `pause_reading`/`resume_reading` on it yourself.
+/// - After the peer's end of file the connection stays half-open while any
+///   clone of the stream is held or a producer writes into it (you may still
+///   write; `close` when done); a stream nobody holds closes.
+///
+/// # Examples
+/// A line-based request and reply, on an in-memory connection:
+/// ```
+/// use deferloop::net::Stream;
+/// use deferloop::EventLoop;
+///
+/// let ev = EventLoop::new()?;
+/// let (stream, peer) = Stream::open_memory(&ev)?;
+/// stream.write(b"what colour?\n");
+/// peer.send(b"blue\nred\n");
+/// assert_eq!(ev.run_until(stream.read_line()).unwrap(), "blue");
+/// assert_eq!(ev.run_until(stream.read_exactly(3)).unwrap(), b"red");
+/// assert_eq!(peer.take_written(), b"what colour?\n");
+/// # Ok::<(), deferloop::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Stream {
+    pub(super) shared: Rc<StreamCell>,
+    pub(super) transport: Transport,
+}
+
+impl Deref for Stream {
+    type Target = Transport;
+    fn deref(&self) -> &Transport {
+        &self.transport
+    }
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.shared.borrow();
+        f.debug_struct("Stream")
+            .field("transport", &self.transport)
+            .field("buffered", &st.available())
+            .field("waiting_reads", &st.waiting_reads())
+            .field("eof", &st.eof)
+            .finish()
+    }
+}
+
+impl Stream {
+    /// Connects to `addr` and returns its stream at once: writes are
+    /// buffered until the connection is up, and reads wait for it. If the
+    /// connect fails, every read (and [`connected`](Self::connected)) fails
+    /// with its error.
+    ///
+    /// # Examples
+    /// Asking a line server one question, with a time limit; cancelling the
+    /// answer (which the timeout does) closes the connection:
+    /// ```no_run
+    /// use deferloop::net::Stream;
+    /// use deferloop::{Deferred, EventLoop, Failure, Loop};
+    /// use std::time::Duration;
+    ///
+    /// fn ask(lp: &Loop, addr: std::net::SocketAddr) -> Deferred<String> {
+    ///     let s = Stream::connect(lp, addr);
+    ///     s.write(b"what colour?\n");
+    ///     s.read_line()
+    ///         .add_timeout(Duration::from_secs(1), lp)
+    ///         .add_both(move |r: Result<String, Failure>| {
+    ///             s.abort();
+    ///             r
+    ///         })
+    /// }
+    /// let ev = EventLoop::new()?;
+    /// let answer = ev.run_until(ask(&ev, "127.0.0.1:7000".parse()?));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn connect(lp: &Loop, addr: SocketAddr) -> Stream {
+        let shared = Rc::new(RefCell::new(StreamState::new(lp.downgrade())));
+        let proto = StreamProtocol {
+            shared: shared.clone(),
+            on_made: None,
+        };
+        let (transport, _, connected) = lp.connect_tcp(addr, proto).into_parts();
+        let stream = Stream { shared, transport };
+        let weak = Rc::downgrade(&stream.shared);
+        let _ = connected.add_both(move |r: Result<Transport, Failure>| {
+            if let (Err(f), Some(shared)) = (r, weak.upgrade()) {
+                lost(&shared, Some(f));
+            }
+            Ok::<_, Failure>(())
+        });
+        stream
+    }
+
+    /// Listens on `addr` and calls `on_connection` with the stream of each
+    /// connection accepted (asyncio's `start_server`).
+    ///
+    /// # Errors
+    /// As for [`Loop::listen_tcp`](crate::Loop::listen_tcp).
+    ///
+    /// # Examples
+    /// An echo server:
+    /// ```
+    /// use deferloop::net::Stream;
+    /// use deferloop::EventLoop;
+    ///
+    /// fn echo(s: Stream) {
+    ///     let _ = s.read_some().add_callback(move |data| {
+    ///         if data.is_empty() {
+    ///             s.close(); // the peer is done
+    ///         } else {
+    ///             s.write(&data);
+    ///             echo(s);
+    ///         }
+    ///         Ok(())
+    ///     });
+    /// }
+    /// let ev = EventLoop::new()?;
+    /// let server = Stream::listen_tcp(&ev, "127.0.0.1:0".parse().unwrap(), echo)?;
+    /// # Ok::<(), deferloop::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn listen_tcp(
+        lp: &Loop,
+        addr: SocketAddr,
+        on_connection: impl FnMut(Stream) + 'static,
+    ) -> Result<Listener, Error> {
+        let on_connection = Rc::new(RefCell::new(on_connection));
+        lp.listen_tcp(addr, move || {
+            let f = on_connection.clone();
+            StreamProtocol::new(move |s| (f.borrow_mut())(s))
+        })
+    }
+
+    /// Opens an in-memory connection (see [`memory`](crate::net::open::memory)) and
+    /// returns its stream and the test's end of it.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] on a closed loop.
+    #[track_caller]
+    pub fn open_memory(lp: &Loop) -> Result<(Stream, Peer), Error> {
+        let shared = Rc::new(RefCell::new(StreamState::new(lp.downgrade())));
+        let proto = StreamProtocol {
+            shared: shared.clone(),
+            on_made: None,
+        };
+        let (transport, peer) = memory::open(lp, proto)?;
+        Ok((Stream { shared, transport }, peer))
+    }
+
+    /// The connection's transport (also reached through `Deref`).
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// Reads one line, up to `\n`, and returns it without its line ending
+    /// (`\n` or `\r\n`). Fails with [`LineTooLong`](crate::net::LineTooLong) if no `\n` comes within
+    /// the read limit, with [`IncompleteRead`](crate::net::IncompleteRead) at the end of file, and with an
+    /// `InvalidData` `io::Error` if the line is not UTF-8 (the line is
+    /// consumed either way). For the bytes, use [`read_until`](Self::read_until).
+    #[track_caller]
+    pub fn read_line(&self) -> Deferred<String> {
+        let (d, done) = self.deferred();
+        self.request(Want::Line, Done::Line(done));
+        d
+    }
+
+    /// Reads up to and including `delimiter` (asyncio's `readuntil`). Fails
+    /// with [`LineTooLong`](crate::net::LineTooLong) if the delimiter does not end within the read
+    /// limit, and with [`IncompleteRead`](crate::net::IncompleteRead) at the end of file.
+    ///
+    /// # Panics
+    /// If `delimiter` is empty.
+    #[track_caller]
+    pub fn read_until(&self, delimiter: &[u8]) -> Deferred<Vec<u8>> {
+        assert!(!delimiter.is_empty(), "read_until needs a delimiter");
+        self.read(Want::Until(SmallVec::from_slice(delimiter)))
+    }
+
+    /// Reads exactly `n` bytes (asyncio's `readexactly`); `n` may exceed the
+    /// read limit. At the end of file it fails with [`IncompleteRead`](crate::net::IncompleteRead),
+    /// holding what had arrived.
+    #[track_caller]
+    pub fn read_exactly(&self, n: usize) -> Deferred<Vec<u8>> {
+        self.read(Want::Exactly(n))
+    }
+
+    /// Reads whatever is buffered, waiting until at least one byte is. At a
+    /// clean end of file it fires with an empty `Vec` (as `read` returns 0);
+    /// after a reset it fails with the error.
+    #[track_caller]
+    pub fn read_some(&self) -> Deferred<Vec<u8>> {
+        self.read(Want::Some)
+    }
+
+    /// Sets the read limit: how much is buffered before reading pauses, and
+    /// the longest line.
+    ///
+    /// # Panics
+    /// If `limit` is 0.
+    pub fn set_read_limit(&self, limit: usize) {
+        assert!(limit > 0, "a read limit of 0 would never read");
+        self.shared.borrow_mut().limit = limit;
+        self.update_reading();
+    }
+
+    /// The read limit ([`DEFAULT_READ_LIMIT`](crate::net::DEFAULT_READ_LIMIT) unless set).
+    pub fn read_limit(&self) -> usize {
+        self.shared.borrow().limit
+    }
+
+    /// How many bytes have arrived and are not read yet.
+    pub fn buffered(&self) -> usize {
+        self.shared.borrow().available()
+    }
+
+    /// Whether the peer has ended its side (or the connection is gone).
+    pub fn at_eof(&self) -> bool {
+        let st = self.shared.borrow();
+        st.eof || st.lost.is_some()
+    }
+
+    /// A Deferred that fires once the connection is up, or fails with the
+    /// connect's error. Cancelling it (a timeout does) abandons a connect still
+    /// in progress; on a connection that is up, it only drops this Deferred.
+    pub fn connected(&self) -> Deferred<()> {
+        let mut st = self.shared.borrow_mut();
+        if let Some(r) = &st.connected {
+            return match r {
+                Ok(()) => crate::deferred::succeed(()),
+                Err(f) => crate::deferred::fail(f.clone()),
+            };
+        }
+        let t = self.transport.clone();
+        let (d, r) = Deferred::with_canceller(move |_| {
+            if t.is_connecting() {
+                t.abort_with(Cancelled);
+            }
+        });
+        st.waiters.push(r);
+        d
+    }
+
+    #[track_caller]
+    fn read(&self, want: Want) -> Deferred<Vec<u8>> {
+        let (d, done) = self.deferred();
+        self.request(want, Done::Bytes(done));
+        d
+    }
+
+    /// A Deferred for a read, in the storage of the last read's if nothing
+    /// holds that any more. It has no canceller: a cancelled read fires with
+    /// `Cancelled` at once, and its request is dropped when it reaches the
+    /// head of the queue, without taking any bytes.
+    #[track_caller]
+    fn deferred<T: 'static>(&self) -> (Deferred<T>, Resolver<T>) {
+        let spare = self.shared.borrow_mut().spare.take();
+        Deferred::new_in(spare)
+    }
+
+    fn request(&self, want: Want, done: Done) {
+        // Cancelled reads at the head go first (dropped outside the borrow:
+        // what their chains hold may run code).
+        loop {
+            let cancelled = self.shared.borrow_mut().pop_cancelled();
+            if cancelled.is_none() {
+                break;
+            }
+        }
+        let mut st = self.shared.borrow_mut();
+        st.pending.push_back(Request { want, done });
+        let idle = !st.delivering && !st.scheduled;
+        let has_input = st.available() > 0 || st.eof || st.lost.is_some();
+        if idle && has_input {
+            st.scheduled = true;
+            let lp = st.lp.upgrade();
+            drop(st);
+            let me = self.clone();
+            let queued = lp.map(|lp| lp.call_soon(move |_| me.pump_scheduled()));
+            if !matches!(queued, Some(Ok(_))) {
+                // No loop to run it: answer now.
+                self.shared.borrow_mut().scheduled = false;
+                pump(&self.shared, &self.transport);
+            }
+        } else {
+            drop(st);
+        }
+        self.update_reading();
+    }
+
+    fn pump_scheduled(&self) {
+        self.shared.borrow_mut().scheduled = false;
+        pump(&self.shared, &self.transport);
+    }
+
+    pub(super) fn update_reading(&self) {
+        update_reading(&self.shared, &self.transport);
+    }
+}
+
+/// The protocol behind a [`Stream`]: feeds its buffer, completes its reads,
+/// and passes the connection's pauses on to a [`Producer`](crate::net::Producer). Use it where a
+/// protocol value is wanted: with [`Loop::listen_tcp`](crate::Loop::listen_tcp),
+/// [`Loop::connect_unix`](crate::Loop::connect_unix) or
+/// [`memory::open`](crate::net::open::memory::open).
+///
+/// # Examples
+/// ```
+/// use deferloop::net::{memory, StreamProtocol};
+/// use deferloop::EventLoop;
+///
+/// let ev = EventLoop::new()?;
+/// let proto = StreamProtocol::new(|s| {
+///     let _ = s.read_line().add_callback(move |name| {
+///         s.write(format!("hello, {name}\n").as_bytes());
+///         Ok(())
+///     });
+/// });
+/// let (_t, peer) = memory::open(&ev, proto)?;
+/// peer.send(b"ada\n");
+/// ev.run_once()?; // the line arrives, the reply is written
+/// assert_eq!(peer.take_written(), b"hello, ada\n");
+/// # Ok::<(), deferloop::Error>(())
+/// ```
+pub struct StreamProtocol {
+    shared: Rc<StreamCell>,
+    on_made: Option<Box<dyn FnOnce(Stream)>>,
+}
+
+impl StreamProtocol {
+    /// A protocol that calls `on_connection` with the connection's stream
+    /// once it is up.
+    pub fn new(on_connection: impl FnOnce(Stream) + 'static) -> StreamProtocol {
+        StreamProtocol {
+            shared: Rc::new(RefCell::new(StreamState::new(WeakLoop::default()))),
+            on_made: Some(Box::new(on_connection)),
+        }
+    }
+
+    fn stream(&self, t: &Transport) -> Stream {
+        Stream {
+            shared: self.shared.clone(),
+            transport: t.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for StreamProtocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamProtocol").finish_non_exhaustive()
+    }
+}
+
+impl Protocol for StreamProtocol {
+    fn connection_made(&mut self, t: &Transport) {
+        let waiters = {
+            let mut st = self.shared.borrow_mut();
+            if let Some(lp) = t.event_loop() {
+                st.lp = lp.downgrade();
+            }
+            st.connected = Some(Ok(()));
+            std::mem::take(&mut st.waiters)
+        };
+        for w in waiters {
+            let _ = w.callback(());
+        }
+        if let Some(f) = self.on_made.take() {
+            f(self.stream(t));
+        }
+        update_reading(&self.shared, t);
+    }
+
+    fn data_received(&mut self, t: &Transport, data: &[u8]) {
+        let copied = {
+            let mut st = self.shared.borrow_mut();
+            match &mut st.tap {
+                Some(tap) => {
+                    tap.pass(data);
+                    true
+                }
+                None => {
+                    st.push(data);
+                    false
+                }
+            }
+        };
+        if !copied {
+            pump(&self.shared, t);
+        }
+    }
+
+    fn eof_received(&mut self, t: &Transport) -> bool {
+        let tap = {
+            let mut st = self.shared.borrow_mut();
+            st.eof = true;
+            st.tap.take()
+        };
+        if let Some(tap) = tap {
+            tap.source_ended();
+        }
+        pump(&self.shared, t);
+        // Half-open while someone may still write: a holder of the stream,
+        // or a producer (the other direction of a relay).
+        Rc::strong_count(&self.shared) > 1 || self.shared.borrow().producer.is_some()
+    }
+
+    fn connection_lost(&mut self, _: &Transport, reason: Option<Failure>) {
+        lost(&self.shared, reason);
+    }
+
+    fn pause_writing(&mut self, _: &Transport) {
+        notify(&self.shared, true);
+    }
+
+    fn resume_writing(&mut self, _: &Transport) {
+        notify(&self.shared, false);
+    }
+}

@@ -1,0 +1,495 @@
+//! A stream connection's dispatch (step 6): connect completion, flush,
+//! flow-control notes, reads, `connection_lost`; and what the loop's close
+//! owes it. The state and the write path are in `conn.rs`.
+
+use crate::deferred::LoopClosed;
+use crate::net::core::buffer;
+use crate::net::core::conn::Conn;
+use crate::net::core::{self, Phase};
+use crate::net::{Protocol, Transport};
+use crate::reactor::{PostAction, Ready, Source, SourceKey};
+use crate::{Error, Failure, Loop};
+use std::io;
+use std::rc::Rc;
+
+/// A read while bytes are buffered takes at least this much (and otherwise no
+/// more than what is left below the high-water mark).
+const MIN_READ: usize = 4096;
+
+impl Conn {
+    /// Completes a connect: `connection_made`, then the Deferred fires.
+    /// Returns whether the dispatch goes on.
+    fn finish_connect(self: &Rc<Self>, lp: &Loop) -> bool {
+        let outcome = {
+            let mut st = self.st.borrow_mut();
+            if !matches!(st.phase, Phase::Connecting) {
+                return true;
+            }
+            if !(std::mem::take(&mut st.read_ready) | std::mem::take(&mut st.write_ready)) {
+                return false;
+            }
+            let io = st.io.as_mut().expect("a connecting stream has its io");
+            io.connect_result()
+        };
+        match outcome {
+            Ok(false) => false,
+            Err(e) => {
+                let (resolver, to) = self.st.borrow_mut().connect.take().expect("connecting");
+                // An accepted stream that failed its handshake (TLS) is
+                // counted by its listener until this runs its `on_lost`.
+                let garbage = self.discard(lp);
+                drop(garbage);
+                match resolver {
+                    Some(r) => {
+                        let e = io::Error::new(e.kind(), format!("connect to {to}: {e}"));
+                        r.errback_if_pending(e);
+                    }
+                    // An accepted TLS client: nobody waits, as documented on
+                    // `listen_tls`, the failure goes to the log.
+                    None => log::debug!("deferloop: TLS client {to}: {e}"),
+                }
+                false
+            }
+            Ok(true) => {
+                let resolver = {
+                    let mut st = self.st.borrow_mut();
+                    if let Some(h) = st.connect_timer.take() {
+                        h.cancel();
+                    }
+                    st.phase = match st.close_when_up.take() {
+                        Some(reason) => Phase::Closing(reason),
+                        None => Phase::Open,
+                    };
+                    st.made = true;
+                    // The connect's readiness says nothing about data: look.
+                    st.read_ready = true;
+                    st.write_ready = true;
+                    st.connect.take().and_then(|c| c.0)
+                };
+                let t = self.transport();
+                let Some(mut proto) = self.proto.borrow_mut().take() else {
+                    return false;
+                };
+                let ok = self.call(lp, &mut proto, |p| p.connection_made(&t));
+                *self.proto.borrow_mut() = Some(proto);
+                if let Some(r) = resolver {
+                    if ok {
+                        r.callback_if_pending(t);
+                    } else {
+                        // `connection_made` panicked: the connect fails with
+                        // that panic (the connection was closed with it).
+                        let f = match &self.st.borrow().phase {
+                            Phase::Closed(Some(f)) => f.clone(),
+                            _ => Failure::new(Error::Gone),
+                        };
+                        r.errback_if_pending(f);
+                    }
+                }
+                let mut st = self.st.borrow_mut();
+                self.flush(lp, &mut st);
+                self.after_drain(lp, &mut st);
+                // A close made while connecting lingers from now on.
+                self.arm_linger(lp, &mut st);
+                true
+            }
+        }
+    }
+
+    /// Delivers pending `pause_writing` / `resume_writing` calls.
+    fn notes(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> bool {
+        loop {
+            let note = {
+                let mut st = self.st.borrow_mut();
+                if st.phase.is_open() {
+                    st.wbuf.flow.take_note()
+                } else {
+                    None
+                }
+            };
+            let ok = match note {
+                Some(true) => self.call(lp, proto, |p| p.pause_writing(t)),
+                Some(false) => self.call(lp, proto, |p| p.resume_writing(t)),
+                None => return true,
+            };
+            if !ok {
+                return false;
+            }
+        }
+    }
+
+    /// Reads up to the connection's read budget (`Limits::read_budget`) in bytes, one `data_received` per read.
+    /// Returns whether the budget ran out with the socket still readable.
+    fn read(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> (bool, bool) {
+        enum Step {
+            /// `(bytes, read on, yield)`: yield is a layer's budget spent.
+            Data(usize, bool, bool),
+            Eof,
+            Stop,
+            /// Nothing read, and the layer's budget spent: next turn.
+            Yield,
+        }
+        let mut buf = core::take_read_buf();
+        let mut budget = self.st.borrow().read_budget;
+        let mut spent = false;
+        let mut got = false;
+        loop {
+            let step = {
+                let mut st = self.st.borrow_mut();
+                let st = &mut *st;
+                if !st.can_read() {
+                    break;
+                }
+                // Backpressure: a read takes no more than the write side can
+                // absorb below its high-water mark, so a peer that stops
+                // reading what it is sent leaves at most about one high-water
+                // mark buffered, not a whole read budget more. What was
+                // written since the socket last refused a write shows how
+                // far the peer keeps up (or its kernel does): a read may take
+                // twice that, when that is over the mark, and at most the
+                // budget, so a message the peer took is one short read,
+                // not one per mark, as long as this thread's connections
+                // hold less than `GROWTH_ALLOWANCE` in write buffers. Peers
+                // that then stop reading pin at most that allowance beyond
+                // one mark each. A protocol that handles its own
+                // backpressure reads the full budget.
+                let limit = if st.read_while_write_paused {
+                    budget.min(core::READ_BUFFER_SIZE)
+                } else {
+                    let (_, high) = st.wbuf.flow.limits();
+                    let grown = st.took.saturating_mul(2).min(budget);
+                    let room = if grown > high
+                        && buffer::held_on_this_thread().saturating_add(grown)
+                            <= buffer::GROWTH_ALLOWANCE
+                    {
+                        grown
+                    } else {
+                        high
+                    };
+                    room.saturating_sub(st.wbuf.len())
+                        .max(MIN_READ)
+                        .min(budget)
+                        .min(core::READ_BUFFER_SIZE)
+                };
+                let io = st.io.as_mut().expect("a readable stream has its io");
+                match io.read(&mut buf[..limit]) {
+                    Ok(0) => {
+                        st.read_ready = false;
+                        st.eof_received = true;
+                        Step::Eof
+                    }
+                    Ok(n) => {
+                        // A short read emptied the socket: the next data brings
+                        // a new edge. Unless the peer's FIN was signalled: its
+                        // edge is spent, so read on to the end-of-file. (Or a
+                        // layer holds more: see `Wire::has_more_input`.)
+                        let spent = io.take_spent();
+                        if n < limit && !spent && !st.read_closed && !io.has_more_input() {
+                            st.read_ready = false;
+                        }
+                        Step::Data(n, st.read_ready, spent)
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if io.take_spent() {
+                            Step::Yield
+                        } else {
+                            st.read_ready = false;
+                            Step::Stop
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        self.close_now(lp, st, Some(Failure::new(e)));
+                        Step::Stop
+                    }
+                }
+            };
+            match step {
+                Step::Data(n, more, yielded) => {
+                    got = true;
+                    if !self.call(lp, proto, |p| p.data_received(t, &buf[..n])) {
+                        break;
+                    }
+                    budget -= n;
+                    if budget == 0 || yielded {
+                        spent = more;
+                        break;
+                    }
+                    if !more {
+                        break;
+                    }
+                }
+                Step::Eof => {
+                    let mut keep_open = false;
+                    if self.call(lp, proto, |p| keep_open = p.eof_received(t)) {
+                        // Both sides ended (`write_eof` was asked): a
+                        // close, which sends what is left (a layer's too)
+                        // within the linger time.
+                        if !keep_open || self.st.borrow().eof_requested {
+                            t.close();
+                        }
+                    }
+                    break;
+                }
+                Step::Stop => break,
+                Step::Yield => {
+                    spent = true;
+                    break;
+                }
+            }
+        }
+        core::put_read_buf(buf);
+        (spent, got)
+    }
+
+    /// Flushes what the protocol wrote, delivers the notes it caused, then
+    /// `connection_lost` if owed; else puts the protocol back.
+    fn finish(&self, lp: &Loop, t: &Transport, mut proto: Box<dyn Protocol>) -> bool {
+        let reason = loop {
+            let mut st = self.st.borrow_mut();
+            self.flush(lp, &mut st);
+            if st.phase.is_open() && st.wbuf.flow.has_note() {
+                drop(st);
+                self.notes(lp, t, &mut proto);
+                continue;
+            }
+            if let Phase::Closed(reason) = &mut st.phase {
+                let reason = reason.take();
+                st.phase = Phase::Lost;
+                break reason;
+            }
+            let again = st.wants_dispatch();
+            drop(st);
+            *self.proto.borrow_mut() = Some(proto);
+            return again;
+        };
+        self.lost(lp, t, &mut proto, reason);
+        let garbage = lp.remove_source(self.key);
+        drop((garbage, proto));
+        self.run_on_lost();
+        false
+    }
+
+    /// Calls `connection_lost`, containing (and reporting) a panic.
+    fn lost(
+        &self,
+        lp: &Loop,
+        t: &Transport,
+        proto: &mut Box<dyn Protocol>,
+        reason: Option<Failure>,
+    ) {
+        let message = "Exception in protocol callback (connection_lost)";
+        let _ = core::contain(lp, self.at, message, || proto.connection_lost(t, reason));
+    }
+}
+
+impl Source for Conn {
+    fn dispatch(self: Rc<Self>, lp: &Loop, _key: SourceKey, ready: Ready) -> PostAction {
+        let this = self;
+        {
+            let mut st = this.st.borrow_mut();
+            st.read_ready |= ready.contains(Ready::READABLE);
+            if ready.contains(Ready::WRITABLE) {
+                // The peer took data: a stall of the write timeout is over.
+                st.write_ready = true;
+                st.stalled_since = None;
+            }
+            st.read_closed |= ready.contains(Ready::READ_CLOSED);
+            // A hang-up or error while the connection is not being read (its
+            // reading paused, a close flushing): a reset would otherwise go
+            // unnoticed until the next read, which may never come.
+            if ready.contains(Ready::READ_CLOSED) && !st.can_read() && st.phase.is_open() {
+                let pending = st.io.as_mut().and_then(|io| io.take_error().ok().flatten());
+                if let Some(e) = pending {
+                    this.close_now(lp, &mut st, Some(Failure::new(e)));
+                }
+            }
+        }
+        if !this.finish_connect(lp) {
+            return PostAction::Continue;
+        }
+        let Some(mut proto) = this.proto.borrow_mut().take() else {
+            return PostAction::Continue;
+        };
+        this.dispatching.set(true);
+        let t = this.transport();
+        {
+            let mut st = this.st.borrow_mut();
+            this.flush(lp, &mut st);
+        }
+        let redeliver = {
+            let mut st = this.st.borrow_mut();
+            std::mem::take(&mut st.redeliver) && matches!(st.phase, Phase::Open)
+        };
+        let (again, got) = if this.notes(lp, &t, &mut proto)
+            && (!redeliver || this.call(lp, &mut proto, |p| p.data_received(&t, &[])))
+        {
+            this.read(lp, &t, &mut proto)
+        } else {
+            (false, false)
+        };
+        if !got && !redeliver {
+            // Quiet: an emptied write buffer gives its memory back, so an
+            // idle connection costs a few KiB whatever it did before. (A
+            // redelivery is not quiet: a framer is handing out a burst, and
+            // its protocol answering. The TLS layer keeps no buffer of its
+            // own once its records are out: tls/io.rs.)
+            this.st.borrow_mut().wbuf.release_if_empty();
+        }
+        // Only bytes from the peer count for its idle timeout.
+        if got {
+            this.note_activity(lp);
+        }
+        let wants = this.finish(lp, &t, proto);
+        this.watch_writes(lp);
+        this.dispatching.set(false);
+        if again || wants {
+            PostAction::Again
+        } else {
+            PostAction::Continue
+        }
+    }
+
+    fn close(self: Rc<Self>, lp: &Loop) {
+        let (phase, connect, made) = {
+            let mut st = self.st.borrow_mut();
+            if let Some(mut io) = st.io.take() {
+                lp.with_selector(|r| io.deregister(r));
+            }
+            (
+                std::mem::replace(&mut st.phase, Phase::Lost),
+                st.connect.take(),
+                st.made,
+            )
+        };
+        if let Some((Some(r), _)) = connect {
+            r.errback_if_pending(LoopClosed);
+        }
+        let reason = match phase {
+            Phase::Lost | Phase::Connecting => return,
+            _ if !made => return,
+            Phase::Closed(reason) | Phase::Closing(reason @ Some(_)) => reason,
+            Phase::Open | Phase::Closing(None) => Some(Failure::new(LoopClosed)),
+        };
+        let Some(mut proto) = self.proto.borrow_mut().take() else {
+            return;
+        };
+        let t = self.transport();
+        self.lost(lp, &t, &mut proto, reason);
+        drop(proto);
+    }
+
+    fn name(&self) -> &'static str {
+        self.st
+            .borrow()
+            .io
+            .as_ref()
+            .map_or("stream (closed)", |io| io.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::core::io::Wire;
+    use crate::net::SockAddr;
+    use crate::reactor::Ready;
+    use crate::EventLoop;
+    use std::cell::{Cell, RefCell};
+    use std::collections::VecDeque;
+    use std::panic::Location;
+
+    /// A layer whose reads follow a script: `Some(data)`, or `None` for
+    /// "nothing yet, my budget is spent" (`take_spent`); then `WouldBlock`.
+    struct Scripted {
+        script: VecDeque<Option<&'static [u8]>>,
+        spent: bool,
+        key: Rc<Cell<Option<SourceKey>>>,
+    }
+
+    impl Wire for Scripted {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            match self.script.pop_front() {
+                Some(Some(data)) => {
+                    buf[..data.len()].copy_from_slice(data);
+                    Ok(data.len())
+                }
+                Some(None) => {
+                    self.spent = true;
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+                None => Err(io::ErrorKind::WouldBlock.into()),
+            }
+        }
+        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+            Ok(data.len())
+        }
+        fn shutdown_write(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn peer_addr(&self) -> io::Result<SockAddr> {
+            Ok(SockAddr::Unix(None))
+        }
+        fn local_addr(&self) -> io::Result<SockAddr> {
+            Ok(SockAddr::Unix(None))
+        }
+        fn register(&mut self, _: &mio::Registry, token: mio::Token) -> io::Result<()> {
+            self.key.set(Some(SourceKey::from_token(token)));
+            Ok(())
+        }
+        fn deregister(&mut self, _: &mio::Registry) {}
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+        fn take_spent(&mut self) -> bool {
+            std::mem::take(&mut self.spent)
+        }
+    }
+
+    struct Got(Rc<RefCell<Vec<u8>>>);
+
+    impl Protocol for Got {
+        fn data_received(&mut self, _: &Transport, data: &[u8]) {
+            self.0.borrow_mut().extend_from_slice(data);
+        }
+    }
+
+    /// A connection over a `Scripted` layer, and one readable edge.
+    struct Setup {
+        ev: EventLoop,
+        got: Rc<RefCell<Vec<u8>>>,
+    }
+
+    fn setup(script: &[Option<&'static [u8]>]) -> Setup {
+        let ev = EventLoop::new().unwrap();
+        let lp = ev.to_loop();
+        let key = Rc::new(Cell::new(None));
+        let io = Scripted {
+            script: script.iter().copied().collect(),
+            spent: false,
+            key: key.clone(),
+        };
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let proto = Box::new(Got(got.clone()));
+        let conn = Conn::open(&lp, Box::new(io), proto, None, Location::caller()).unwrap();
+        conn.start(&lp);
+        lp.wake_source(key.get().unwrap(), Ready::READABLE);
+        Setup { ev, got }
+    }
+
+    fn turns(ev: &EventLoop, n: usize) {
+        for _ in 0..n {
+            ev.run_once_timeout(std::time::Duration::from_millis(10))
+                .unwrap();
+        }
+    }
+
+    /// A layer that spent its budget before any plaintext came out is read
+    /// again in the next turns without a new edge from the socket (which
+    /// may never come: the rest is already in it).
+    #[test]
+    fn a_layer_that_spent_its_budget_is_read_again_next_turn() {
+        let s = setup(&[None, None, Some(&b"hi"[..])]);
+        turns(&s.ev, 4);
+        assert_eq!(*s.got.borrow(), b"hi");
+    }
+}

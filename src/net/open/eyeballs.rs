@@ -1,0 +1,487 @@
+//! Connecting to a host name: [`Loop::connect_tcp_to`] and
+//! [`Loop::connect_udp_to`], with Happy Eyeballs (RFC 8305) over the
+//! addresses a lookup returns. Owns `Race` and [`ConnectOptions`].
+//! Tests: tests/net_resolve.rs.
+//!
+//! The connection exists from the start (its transport takes writes, its
+//! Deferred can be cancelled) with a placeholder stream; the race runs
+//! beside it as a source of its own, with every attempt's socket registered
+//! under the race's token. The addresses are interleaved by family, the
+//! first family first; an attempt starts, the next one 250 ms later or as
+//! soon as the previous fails; the first to connect is moved into the
+//! connection and the others are closed. If all fail, the error names the
+//! host and every address tried, with its error.
+
+use crate::deferred::LoopClosed;
+use crate::net::core::conn::Conn;
+use crate::net::core::io::{Tcp, Wire};
+use crate::net::core::Phase;
+use crate::net::open::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT};
+use crate::net::{
+    Connection, DatagramProtocol, DatagramTransport, Limits, Protocol, SockAddr, Transport,
+};
+use crate::reactor::{PostAction, Ready, Source, SourceKey};
+use crate::{fail, Deferred, Error, Failure, Handle, Loop};
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::io::RawFd;
+use std::panic::Location;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+/// RFC 8305's "Connection Attempt Delay", as asyncio and Twisted use it.
+pub const HAPPY_EYEBALLS_DELAY: Duration = Duration::from_millis(250);
+
+/// How [`Loop::connect_tcp_with`] finds and connects to a host.
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    /// Who looks the name up (default: [`HostResolver::system`]).
+    pub resolver: HostResolver,
+    /// Limit on the lookup (default 10 s).
+    pub lookup_timeout: Duration,
+    /// The delay before the next address is tried while the last attempt
+    /// is still pending (default 250 ms); `None` tries one address at a
+    /// time, each until it fails.
+    pub attempt_delay: Option<Duration>,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            resolver: HostResolver::system(),
+            lookup_timeout: DEFAULT_LOOKUP_TIMEOUT,
+            attempt_delay: Some(HAPPY_EYEBALLS_DELAY),
+        }
+    }
+}
+
+/// The connection's stream until an attempt wins: never connected.
+struct Placeholder;
+
+impl Wire for Placeholder {
+    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+    fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn connect_result(&mut self) -> io::Result<bool> {
+        Ok(false)
+    }
+    fn peer_addr(&self) -> io::Result<SockAddr> {
+        Err(io::ErrorKind::NotConnected.into())
+    }
+    fn local_addr(&self) -> io::Result<SockAddr> {
+        Err(io::ErrorKind::NotConnected.into())
+    }
+    fn register(&mut self, _: &mio::Registry, _: mio::Token) -> io::Result<()> {
+        Ok(())
+    }
+    fn deregister(&mut self, _: &mio::Registry) {}
+    fn name(&self) -> &'static str {
+        "tcp (resolving)"
+    }
+}
+
+/// Orders addresses for Happy Eyeballs: families alternate, starting with
+/// the family of the first address (the system's preference).
+pub(crate) fn interleave(addrs: Vec<SocketAddr>) -> Vec<SocketAddr> {
+    let Some(first) = addrs.first() else {
+        return addrs;
+    };
+    let first_v6 = first.is_ipv6();
+    let (mut a, mut b): (Vec<_>, Vec<_>) = addrs.into_iter().partition(|x| x.is_ipv6() == first_v6);
+    a.reverse();
+    b.reverse();
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    while !a.is_empty() || !b.is_empty() {
+        out.extend(a.pop());
+        out.extend(b.pop());
+    }
+    out
+}
+
+struct Race {
+    key: Cell<Option<SourceKey>>,
+    conn: Weak<Conn>,
+    target: String,
+    addrs: RefCell<Vec<SocketAddr>>,
+    next: Cell<usize>,
+    attempts: RefCell<Vec<(SocketAddr, mio::net::TcpStream)>>,
+    errors: RefCell<Vec<(SocketAddr, io::Error)>>,
+    timer: RefCell<Option<Handle>>,
+    delay: Option<Duration>,
+    over: Cell<bool>,
+}
+
+impl Race {
+    /// Whether the connection still waits for this race.
+    fn wanted(&self) -> Option<Rc<Conn>> {
+        let conn = self.conn.upgrade()?;
+        let connecting = matches!(conn.st.borrow().phase, Phase::Connecting);
+        connecting.then_some(conn)
+    }
+
+    /// Starts the next attempt (if any), then arms the delay for the one after.
+    fn start_next(self: &Rc<Self>, lp: &Loop) {
+        if self.over.get() {
+            return;
+        }
+        if self.wanted().is_none() {
+            return self.end(lp);
+        }
+        if let Some(h) = self.timer.borrow_mut().take() {
+            h.cancel();
+        }
+        let Some(key) = self.key.get() else { return };
+        loop {
+            let i = self.next.get();
+            let Some(&addr) = self.addrs.borrow().get(i) else {
+                break;
+            };
+            self.next.set(i + 1);
+            let started = mio::net::TcpStream::connect(addr).and_then(|mut s| {
+                lp.with_selector(|r| {
+                    r.register(
+                        &mut s,
+                        key.token(),
+                        mio::Interest::READABLE | mio::Interest::WRITABLE,
+                    )
+                })?;
+                Ok(s)
+            });
+            match started {
+                Ok(s) => {
+                    self.attempts.borrow_mut().push((addr, s));
+                    break;
+                }
+                Err(e) => self.errors.borrow_mut().push((addr, e)),
+            }
+        }
+        let more = self.next.get() < self.addrs.borrow().len();
+        if self.attempts.borrow().is_empty() {
+            return self.fail_all(lp);
+        }
+        if let (true, Some(delay)) = (more, self.delay) {
+            let weak = Rc::downgrade(self);
+            let h = lp.call_later(delay, move |lp| {
+                if let Some(race) = weak.upgrade() {
+                    race.timer.borrow_mut().take();
+                    race.start_next(lp);
+                }
+            });
+            *self.timer.borrow_mut() = h.ok();
+        }
+    }
+
+    /// Closes every attempt and leaves the registry.
+    fn end(&self, lp: &Loop) {
+        if self.over.replace(true) {
+            return;
+        }
+        if let Some(h) = self.timer.borrow_mut().take() {
+            h.cancel();
+        }
+        let attempts = std::mem::take(&mut *self.attempts.borrow_mut());
+        for (_, mut s) in attempts {
+            lp.with_selector(|r| {
+                let _ = r.deregister(&mut s);
+            });
+        }
+        if let Some(key) = self.key.take() {
+            let garbage = lp.remove_source(key);
+            drop(garbage);
+        }
+    }
+
+    fn fail_all(&self, lp: &Loop) {
+        let errors = std::mem::take(&mut *self.errors.borrow_mut());
+        let tried: Vec<String> = errors.iter().map(|(a, e)| format!("{a} ({e})")).collect();
+        let kind = errors
+            .last()
+            .map_or(io::ErrorKind::NotFound, |(_, e)| e.kind());
+        let e = io::Error::new(
+            kind,
+            format!(
+                "connect to {}: every address failed: {}",
+                self.target,
+                tried.join(", ")
+            ),
+        );
+        self.end(lp);
+        if let Some(conn) = self.conn.upgrade() {
+            fail_conn(lp, &conn, Failure::new(e));
+        }
+    }
+
+    /// `stream` connected to `addr`: it becomes the connection's stream.
+    fn win(&self, lp: &Loop, addr: SocketAddr, mut stream: mio::net::TcpStream) {
+        lp.with_selector(|r| {
+            let _ = r.deregister(&mut stream);
+        });
+        self.end(lp);
+        let Some(conn) = self.wanted() else { return };
+        let mut io: Box<dyn Wire> = Box::new(Tcp(stream));
+        let fd: Option<RawFd> = io.fd();
+        if let Err(e) = lp.with_selector(|r| io.register(r, conn.key.token())) {
+            return fail_conn(lp, &conn, Failure::new(e));
+        }
+        if let Some(fd) = fd {
+            lp.claim_fd(fd, conn.key);
+        }
+        {
+            let mut st = conn.st.borrow_mut();
+            st.io = Some(io);
+            if let Some(c) = st.connect.as_mut() {
+                c.1 = addr.to_string();
+            }
+            st.read_ready = true;
+            st.write_ready = true;
+        }
+        conn.wake(lp);
+    }
+}
+
+impl Source for Race {
+    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, _: Ready) -> PostAction {
+        if self.wanted().is_none() {
+            self.end(lp);
+            return PostAction::Continue;
+        }
+        let mut failed = false;
+        let mut i = 0;
+        loop {
+            let outcome = {
+                let mut attempts = self.attempts.borrow_mut();
+                let Some((_, s)) = attempts.get_mut(i) else {
+                    break;
+                };
+                Wire::connect_result(s)
+            };
+            match outcome {
+                Ok(false) => i += 1,
+                Ok(true) => {
+                    let (addr, s) = self.attempts.borrow_mut().remove(i);
+                    self.win(lp, addr, s);
+                    return PostAction::Continue;
+                }
+                Err(e) => {
+                    let (addr, mut s) = self.attempts.borrow_mut().remove(i);
+                    lp.with_selector(|r| {
+                        let _ = r.deregister(&mut s);
+                    });
+                    self.errors.borrow_mut().push((addr, e));
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            // RFC 8305: a failed attempt starts the next one at once.
+            self.start_next(lp);
+        }
+        PostAction::Continue
+    }
+
+    fn close(self: Rc<Self>, _: &Loop) {
+        self.over.set(true);
+        self.attempts.borrow_mut().clear();
+    }
+
+    fn name(&self) -> &'static str {
+        "happy eyeballs"
+    }
+
+    fn interest(&self) -> (bool, bool) {
+        (true, true)
+    }
+}
+
+/// Fails a connection that is still connecting, uncalled protocol and all.
+fn fail_conn(lp: &Loop, conn: &Conn, f: Failure) {
+    let resolver = conn
+        .st
+        .borrow_mut()
+        .connect
+        .as_mut()
+        .and_then(|c| c.0.take());
+    let garbage = conn.discard(lp);
+    drop(garbage);
+    if let Some(r) = resolver {
+        r.errback_if_pending(f);
+    }
+}
+
+impl Loop {
+    /// Connects to `target` — `"db.internal:5432"`, `("localhost", 80)` or a
+    /// `SocketAddr` — with the default [`ConnectOptions`]: the name is looked
+    /// up on the resolver pool (10 s at most), then the addresses are raced
+    /// with Happy Eyeballs. Returns at once, as
+    /// [`connect_tcp`](Self::connect_tcp) does; the Deferred fails with an
+    /// `io::Error` naming the host and every address tried, or with a
+    /// `TimedOut` one naming the host if it is not up within
+    /// [`Limits::connect_timeout`] (30 s for the lookup and all attempts;
+    /// [`Connection::connect_timeout`] replaces it).
+    ///
+    /// # Examples
+    /// ```
+    /// use deferloop::net::{Protocol, Transport};
+    /// use deferloop::EventLoop;
+    ///
+    /// struct Quiet;
+    /// impl Protocol for Quiet {
+    ///     fn data_received(&mut self, _: &Transport, _: &[u8]) {}
+    /// }
+    ///
+    /// let ev = EventLoop::new()?;
+    /// let server = ev.listen_tcp("127.0.0.1:0".parse()?, || Quiet)?;
+    /// let port = server.local_addr().as_inet().unwrap().port();
+    /// let t = ev.run_until(ev.connect_tcp_to(("localhost", port), Quiet).connected())?;
+    /// assert!(t.peer_addr()?.as_inet().unwrap().ip().is_loopback());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn connect_tcp_to<P: Protocol>(
+        &self,
+        target: impl Into<Target>,
+        protocol: P,
+    ) -> Connection<P> {
+        self.connect_tcp_with(target, protocol, &ConnectOptions::default())
+    }
+
+    /// [`connect_tcp_to`](Self::connect_tcp_to) with your own resolver,
+    /// lookup timeout and attempt delay.
+    #[track_caller]
+    pub fn connect_tcp_with<P: Protocol>(
+        &self,
+        target: impl Into<Target>,
+        protocol: P,
+        options: &ConnectOptions,
+    ) -> Connection<P> {
+        let at = Location::caller();
+        let target = target.into();
+        if let Some(addr) = target.as_addr() {
+            return self.connect_tcp(addr, protocol);
+        }
+        let failed = |f: Failure| Connection::new(Transport { conn: Weak::new() }, fail(f));
+        let (host, port) = match target.parts() {
+            Ok(p) => p,
+            Err(e) => return failed(Failure::new(e)),
+        };
+        let shown = target.to_string();
+        let conn = match Conn::open(
+            self,
+            Box::new(Placeholder),
+            Box::new(protocol),
+            Some(shown.clone()),
+            at,
+        ) {
+            Ok(c) => c,
+            Err(Error::Closed) => return failed(Failure::new(LoopClosed)),
+            Err(e) => return failed(Failure::new(e)),
+        };
+        let lookup = options
+            .resolver
+            .lookup(self, &host, port, options.lookup_timeout);
+        let lookup_handle = lookup.cancel_handle();
+        // However the connect is abandoned (cancelled, timed out, failed),
+        // `discard` runs this: the race's attempts close with it.
+        let race_slot: Rc<RefCell<Option<Rc<Race>>>> = Rc::default();
+        let (race_for_end, lp_for_end) = (race_slot.clone(), self.downgrade());
+        *conn.on_lost.borrow_mut() = Some(Box::new(move || {
+            let race = race_for_end.borrow_mut().take();
+            if let (Some(race), Some(lp)) = (race, lp_for_end.upgrade()) {
+                race.end(&lp);
+            }
+        }));
+        let weak = Rc::downgrade(&conn);
+        let (d, r) = Deferred::with_canceller(move |_| {
+            lookup_handle.cancel();
+            if let Some(conn) = weak.upgrade() {
+                if let Some(lp) = conn.lp.upgrade() {
+                    let garbage = conn.discard(&lp);
+                    drop(garbage);
+                }
+            }
+        });
+        if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
+            *resolver = Some(r);
+        }
+        // 30 s for the lookup and every attempt, as for `connect_tcp`.
+        conn.set_connect_timeout(self, Some(Limits::DEFAULT.connect_timeout));
+        let weak = Rc::downgrade(&conn);
+        let delay = options.attempt_delay;
+        let _ = lookup.add_both(move |result| {
+            let Some(conn) = weak.upgrade() else {
+                return Ok(());
+            };
+            let Some(lp) = conn.lp.upgrade() else {
+                return Ok(());
+            };
+            if !matches!(conn.st.borrow().phase, Phase::Connecting) {
+                return Ok(());
+            }
+            let addrs = match result {
+                Ok(a) => a,
+                Err(f) => {
+                    fail_conn(&lp, &conn, f);
+                    return Ok(());
+                }
+            };
+            let race = Rc::new(Race {
+                key: Cell::new(None),
+                conn: Rc::downgrade(&conn),
+                target: shown,
+                addrs: RefCell::new(interleave(addrs)),
+                next: Cell::new(0),
+                attempts: RefCell::new(Vec::new()),
+                errors: RefCell::new(Vec::new()),
+                timer: RefCell::new(None),
+                delay,
+                over: Cell::new(false),
+            });
+            let r2 = race.clone();
+            match lp.insert_source(at, move |_, _| Ok(r2 as Rc<dyn Source>)) {
+                Ok(key) => race.key.set(Some(key)),
+                Err(e) => {
+                    fail_conn(&lp, &conn, Failure::new(e));
+                    return Ok(());
+                }
+            }
+            *race_slot.borrow_mut() = Some(race.clone());
+            race.start_next(&lp);
+            Ok::<(), Failure>(())
+        });
+        Connection::new(conn.transport(), d)
+    }
+
+    /// Opens a UDP socket connected to `target` (`"host:port"`, a pair or a
+    /// `SocketAddr`): the name is looked up on the resolver pool and the
+    /// first address used. The Deferred fails with an `io::Error` naming
+    /// the host if the lookup fails or times out (10 s).
+    pub fn connect_udp_to<P: DatagramProtocol>(
+        &self,
+        target: impl Into<Target>,
+        protocol: P,
+    ) -> Deferred<DatagramTransport> {
+        let target = target.into();
+        let (host, port) = match target.parts() {
+            Ok(p) => p,
+            Err(e) => return fail(e),
+        };
+        let lookup = HostResolver::system().lookup(self, &host, port, DEFAULT_LOOKUP_TIMEOUT);
+        let weak = self.downgrade();
+        lookup.add_callback(move |addrs: Vec<SocketAddr>| {
+            let lp = weak.upgrade().ok_or_else(|| Failure::new(LoopClosed))?;
+            let addr = addrs[0];
+            lp.connect_udp(addr, protocol).map_err(|e| {
+                Failure::new(io::Error::other(format!(
+                    "connect to {target} ({addr}): {e}"
+                )))
+            })
+        })
+    }
+}

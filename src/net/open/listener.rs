@@ -1,0 +1,526 @@
+//! Listening sockets (TCP and Unix): the accept loop and the [`Listener`]
+//! handle. Owns `ListenState`, `Listener`.
+//!
+//! Each dispatch accepts up to [`Limits::accept_batch`] connections (asyncio: 100),
+//! then yields to the rest of the turn. When accepting fails because the
+//! process or system is out of file descriptors or memory (`EMFILE`, `ENFILE`,
+//! `ENOBUFS`, `ENOMEM`), the error goes to the exception handler and the
+//! listener stops accepting for [`Limits::accept_retry_delay`] (asyncio's 1 s), then
+//! tries again: no busy loop on a socket that stays readable, and no crash.
+//! Tests: tests/net_tcp_echo.rs, tests/net_accept_backoff.rs.
+
+use crate::net::core::conn::Conn;
+use crate::net::core::io::{Tcp, Wire};
+use crate::net::open::drain::Tracker;
+use crate::net::{Limits, Protocol, SockAddr};
+use crate::reactor::{ExceptionContext, PostAction, Ready, Source, SourceKey, WeakLoop};
+use crate::{succeed, Deferred, Error, Failure, Handle, Loop};
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::os::unix::io::{AsRawFd, RawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+pub(crate) type Factory = Box<dyn FnMut(&SockAddr) -> Box<dyn Protocol>>;
+
+/// Run instead of `Conn::start` for each accepted connection: a TLS
+/// listener layers the stream and handshakes before `connection_made`.
+#[cfg(feature = "tls")]
+pub(crate) type AcceptHook = Box<dyn Fn(&Loop, &Rc<Conn>, &SockAddr)>;
+
+pub(crate) enum ListenSock {
+    Tcp(mio::net::TcpListener),
+    /// The path is removed when the listener closes (asyncio 3.13's default).
+    Unix {
+        sock: mio::net::UnixListener,
+        _path: UnlinkOnDrop,
+    },
+}
+
+/// A Unix socket path, removed from the file system on drop.
+pub(crate) struct UnlinkOnDrop(pub(crate) std::path::PathBuf);
+
+impl Drop for UnlinkOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl ListenSock {
+    fn accept(&self) -> io::Result<(Box<dyn Wire>, SockAddr)> {
+        match self {
+            ListenSock::Tcp(l) => l.accept().map(|(s, peer)| {
+                let _ = s.set_nodelay(true);
+                (Box::new(Tcp(s)) as Box<dyn Wire>, SockAddr::Inet(peer))
+            }),
+            ListenSock::Unix { sock, .. } => sock
+                .accept()
+                .map(|(s, peer)| (Box::new(s) as Box<dyn Wire>, SockAddr::from_unix(peer))),
+        }
+    }
+
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            ListenSock::Tcp(l) => l,
+            ListenSock::Unix { sock, .. } => sock,
+        }
+    }
+
+    fn fd(&self) -> RawFd {
+        match self {
+            ListenSock::Tcp(l) => l.as_raw_fd(),
+            ListenSock::Unix { sock, .. } => sock.as_raw_fd(),
+        }
+    }
+}
+
+struct ListenState {
+    /// `None` once stopped.
+    sock: Option<ListenSock>,
+    ready: bool,
+    /// Set while accepting is suspended after fd exhaustion.
+    backoff: Option<Handle>,
+    accepted: u64,
+    /// Stop accepting while this many accepted connections are open.
+    max_connections: Option<usize>,
+    /// The accept batch and retry delay, and what each accepted connection
+    /// is given when `give` is set.
+    limits: Limits,
+    /// `set_limits` or `set_idle_timeout` was called: accepted connections
+    /// get `limits` (else they keep the defaults, at no cost).
+    give: bool,
+}
+
+/// A listening socket, as a source.
+pub(crate) struct ListenSource {
+    pub(crate) lp: WeakLoop,
+    key: SourceKey,
+    at: &'static Location<'static>,
+    st: RefCell<ListenState>,
+    /// `None` while it is called.
+    factory: RefCell<Option<Factory>>,
+    /// The connections it accepted that are still open (shared with the
+    /// `Listener` handles, so a stopped listener can still drain them).
+    conns: Rc<Tracker>,
+    #[cfg(feature = "tls")]
+    accept_hook: RefCell<Option<AcceptHook>>,
+}
+
+/// Registers a bound listening socket.
+pub(crate) fn listen(
+    lp: &Loop,
+    mut sock: ListenSock,
+    factory: Factory,
+    local: SockAddr,
+    at: &'static Location<'static>,
+) -> Result<Listener, Error> {
+    let fd = sock.fd();
+    set_backlog(fd, Limits::DEFAULT.backlog)?;
+    let mut made = None;
+    let conns = Rc::new(Tracker::default());
+    let key = lp.insert_source(at, |key, r| {
+        r.register(sock.source(), key.token(), mio::Interest::READABLE)?;
+        let src = Rc::new(ListenSource {
+            lp: lp.downgrade(),
+            key,
+            at,
+            st: RefCell::new(ListenState {
+                sock: Some(sock),
+                ready: false,
+                backoff: None,
+                accepted: 0,
+                max_connections: None,
+                limits: Limits::DEFAULT,
+                give: false,
+            }),
+            conns: conns.clone(),
+            factory: RefCell::new(Some(factory)),
+            #[cfg(feature = "tls")]
+            accept_hook: RefCell::new(None),
+        });
+        made = Some(src.clone());
+        Ok(src as Rc<dyn Source>)
+    })?;
+    lp.claim_fd(fd, key);
+    Ok(Listener {
+        src: Rc::downgrade(&made.expect("built")),
+        local,
+        conns,
+    })
+}
+
+fn set_backlog(fd: RawFd, backlog: i32) -> io::Result<()> {
+    // SAFETY: `listen` on a descriptor we own (a bound listening socket);
+    // calling it again on a listening socket only changes its backlog.
+    if unsafe { libc::listen(fd, backlog) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether an accept error means "out of descriptors or memory": back off.
+fn is_exhaustion(e: &io::Error) -> bool {
+    use libc::{EMFILE, ENFILE, ENOBUFS, ENOMEM};
+    e.raw_os_error()
+        .is_some_and(|n| [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(&n))
+}
+
+/// Errors that concern one incoming connection only: skip it, go on.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::PermissionDenied
+    )
+}
+
+impl Source for ListenSource {
+    /// Accepts a batch and starts each connection.
+    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, ready: Ready) -> PostAction {
+        let go = {
+            let mut st = self.st.borrow_mut();
+            st.ready |= ready.contains(Ready::READABLE) || ready.contains(Ready::WOKEN);
+            st.ready && st.backoff.is_none() && st.sock.is_some() && !self.at_cap(&st)
+        };
+        let factory = if go {
+            self.factory.borrow_mut().take()
+        } else {
+            None
+        };
+        let Some(mut factory) = factory else {
+            return PostAction::Continue;
+        };
+        let mut again = false;
+        let batch = self.st.borrow().limits.accept_batch.max(1);
+        for _ in 0..batch {
+            let r = {
+                let st = self.st.borrow();
+                if self.at_cap(&st) {
+                    break;
+                }
+                match &st.sock {
+                    Some(sock) => sock.accept(),
+                    None => break,
+                }
+            };
+            match r {
+                Ok((io, peer)) => self.accept_one(lp, io, &peer, &mut factory),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.st.borrow_mut().ready = false;
+                    break;
+                }
+                Err(e) if is_transient(&e) => {}
+                Err(e) => {
+                    self.back_off(lp, e);
+                    break;
+                }
+            }
+            again = true;
+        }
+        // Put the factory back unless the listener stopped meanwhile (then
+        // drop it here, outside any borrow).
+        let st = self.st.borrow();
+        if st.sock.is_some() {
+            *self.factory.borrow_mut() = Some(factory);
+        } else {
+            drop(st);
+            drop(factory);
+            return PostAction::Continue;
+        }
+        if again && st.ready && st.backoff.is_none() && !self.at_cap(&st) {
+            PostAction::Again
+        } else {
+            PostAction::Continue
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self.st.borrow().sock {
+            Some(ListenSock::Tcp(_)) => "tcp listener",
+            Some(ListenSock::Unix { .. }) => "unix listener",
+            None => "listener (stopped)",
+        }
+    }
+
+    fn interest(&self) -> (bool, bool) {
+        (true, false)
+    }
+}
+
+impl ListenSource {
+    fn at_cap(&self, st: &ListenState) -> bool {
+        st.max_connections
+            .is_some_and(|max| self.conns.len() >= max)
+    }
+
+    fn accept_one(
+        self: &Rc<Self>,
+        lp: &Loop,
+        io: Box<dyn Wire>,
+        peer: &SockAddr,
+        factory: &mut Factory,
+    ) {
+        self.st.borrow_mut().accepted += 1;
+        let proto = match catch_unwind(AssertUnwindSafe(|| factory(peer))) {
+            Ok(p) => p,
+            Err(payload) => {
+                let f = Failure::from_panic(payload, self.at);
+                return report(lp, "Exception in protocol factory", f, self.at);
+            }
+        };
+        match Conn::open(lp, io, proto, None, self.at) {
+            Ok(conn) => {
+                // Count it until it is gone; below the cap again, accept again.
+                let slot = self.conns.insert(Rc::downgrade(&conn));
+                let weak = Rc::downgrade(self);
+                let tracker = Rc::downgrade(&self.conns);
+                *conn.on_lost.borrow_mut() = Some(Box::new(move || {
+                    if let Some(t) = tracker.upgrade() {
+                        t.remove(slot);
+                    }
+                    let Some(src) = weak.upgrade() else { return };
+                    let capped = src.st.borrow().max_connections.is_some();
+                    if let (Some(lp), true) = (src.lp.upgrade(), capped) {
+                        src.st.borrow_mut().ready = true; // connections may be waiting
+                        lp.wake_source(src.key, Ready::EMPTY);
+                    }
+                }));
+                let give = {
+                    let st = self.st.borrow();
+                    st.give.then(|| st.limits.clone())
+                };
+                if let Some(limits) = give {
+                    // Checked when it was set: high_water >= low_water.
+                    let _ = conn.apply_limits(lp, &limits);
+                }
+                #[cfg(feature = "tls")]
+                if let Some(hook) = self.accept_hook.borrow().as_ref() {
+                    return hook(lp, &conn, peer);
+                }
+                conn.start(lp);
+            }
+            Err(e) => report(
+                lp,
+                "registering an accepted connection failed",
+                Failure::new(e),
+                self.at,
+            ),
+        }
+    }
+
+    /// Accepting failed for a reason that is not about one connection: report
+    /// it, and suspend accepting for the retry delay (fd or memory exhaustion
+    /// clears up as connections close; anything else would otherwise spin).
+    fn back_off(self: &Rc<Self>, lp: &Loop, e: io::Error) {
+        let delay = self.st.borrow().limits.accept_retry_delay;
+        let message = if is_exhaustion(&e) {
+            "accept failed (out of file descriptors or memory); accepting again after the retry delay"
+        } else {
+            "accept failed; accepting again after the retry delay"
+        };
+        report(lp, message, Failure::new(e), self.at);
+        let weak = Rc::downgrade(self);
+        let timer = lp.call_later(delay, move |lp| {
+            if let Some(src) = weak.upgrade() {
+                let mut st = src.st.borrow_mut();
+                st.backoff = None;
+                st.ready = true; // edge-triggered: connections may be waiting already
+                drop(st);
+                lp.wake_source(src.key, Ready::EMPTY);
+            }
+        });
+        self.st.borrow_mut().backoff = timer.ok();
+    }
+}
+
+fn report(lp: &Loop, message: &str, failure: Failure, at: &'static Location<'static>) {
+    lp.call_exception_handler(&ExceptionContext {
+        message,
+        failure: Some(&failure),
+        location: Some(at),
+    });
+}
+
+/// A listening socket: Twisted's `IListeningPort`, asyncio's `Server`.
+///
+/// It keeps listening until [`stop_listening`](Self::stop_listening) or until
+/// the loop closes; dropping the handle does not stop it (as a [`Handle`]
+/// does not cancel its call).
+#[derive(Clone)]
+pub struct Listener {
+    pub(crate) src: Weak<ListenSource>,
+    local: SockAddr,
+    pub(crate) conns: Rc<Tracker>,
+}
+
+impl Listener {
+    /// Sets the hook run for each accepted connection instead of starting it
+    /// (a TLS listener's; see `net/tls`).
+    #[cfg(feature = "tls")]
+    pub(crate) fn set_accept_hook(&self, hook: AcceptHook) {
+        if let Some(src) = self.src.upgrade() {
+            *src.accept_hook.borrow_mut() = Some(hook);
+        }
+    }
+
+    /// The address actually bound (port 0 becomes the port the OS chose).
+    pub fn local_addr(&self) -> &SockAddr {
+        &self.local
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut ListenState) -> R) -> Option<R> {
+        let src = self.src.upgrade()?;
+        let mut st = src.st.borrow_mut();
+        st.sock.as_ref()?;
+        Some(f(&mut st))
+    }
+
+    /// Stops accepting and closes the socket now (a Unix socket's path is
+    /// removed); connections already accepted are not touched. The returned
+    /// Deferred has fired by the time this returns. Idempotent.
+    #[track_caller]
+    pub fn stop_listening(&self) -> Deferred<()> {
+        if let Some(src) = self.src.upgrade() {
+            let (sock, backoff) = {
+                let mut st = src.st.borrow_mut();
+                (st.sock.take(), st.backoff.take())
+            };
+            if let Some(h) = backoff {
+                h.cancel();
+            }
+            if let Some(mut sock) = sock {
+                if let Some(lp) = src.lp.upgrade() {
+                    lp.with_selector(|r| {
+                        let _ = r.deregister(sock.source());
+                    });
+                    let garbage = lp.remove_source(src.key);
+                    drop(garbage);
+                }
+                drop(sock);
+            }
+        }
+        succeed(())
+    }
+
+    /// The listening socket's file descriptor while it is open.
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        self.with(|st| st.sock.as_ref().map(ListenSock::fd))
+            .flatten()
+    }
+
+    /// Whether the listener is still accepting (or backing off).
+    pub fn is_listening(&self) -> bool {
+        self.with(|_| ()).is_some()
+    }
+
+    /// Whether accepting is suspended after an fd-exhaustion error.
+    pub fn is_backing_off(&self) -> bool {
+        self.with(|st| st.backoff.is_some()).unwrap_or(false)
+    }
+
+    /// Sets how long to wait after an accept error before accepting again
+    /// (default [`Limits::accept_retry_delay`], 1 s).
+    pub fn set_accept_retry_delay(&self, delay: Duration) {
+        self.with(|st| st.limits.accept_retry_delay = delay);
+    }
+
+    /// Sets the listener's limits: its accept batch, retry delay and
+    /// backlog now, and everything else for each connection it accepts from
+    /// now on (see [`Transport::set_limits`](crate::net::Transport::set_limits));
+    /// connections already accepted keep theirs.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless `high_water >= low_water`, or for a
+    /// negative backlog (then nothing changes); the OS error of `listen`;
+    /// [`Error::Gone`] if the listener stopped.
+    pub fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
+        if limits.high_water < limits.low_water || limits.backlog < 0 {
+            return Err(Error::InvalidInput(
+                "limits need high_water >= low_water and a backlog >= 0",
+            ));
+        }
+        let fd = self.raw_fd().ok_or(Error::Gone)?;
+        set_backlog(fd, limits.backlog)?;
+        self.with(|st| {
+            st.limits = limits.clone();
+            st.give = true;
+        });
+        Ok(())
+    }
+
+    /// The limits set with [`set_limits`](Self::set_limits) (and
+    /// [`set_idle_timeout`](Self::set_idle_timeout),
+    /// [`set_accept_retry_delay`](Self::set_accept_retry_delay)); the
+    /// defaults before, and once the listener stopped.
+    pub fn limits(&self) -> Limits {
+        self.with(|st| st.limits.clone()).unwrap_or_default()
+    }
+
+    /// Stops accepting while `max` accepted connections are open (the rest
+    /// wait in the kernel's backlog), and accepts again as they close; `None`
+    /// (the default) for no limit.
+    pub fn set_max_connections(&self, max: Option<usize>) {
+        if let Some(src) = self.src.upgrade() {
+            let mut st = src.st.borrow_mut();
+            st.max_connections = max;
+            st.ready = true; // below a new cap, connections may be waiting
+            drop(st);
+            if let Some(lp) = src.lp.upgrade() {
+                lp.wake_source(src.key, Ready::EMPTY);
+            }
+        }
+    }
+
+    /// The transports of the accepted connections still open (to close
+    /// them, say, when shutting down).
+    pub fn connections(&self) -> Vec<crate::net::Transport> {
+        self.conns.transports()
+    }
+
+    /// Accepted connections still open (also after `stop_listening`).
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Gives every connection accepted from now on an idle timeout (see
+    /// [`Transport::set_idle_timeout`](crate::net::Transport::set_idle_timeout)):
+    /// a peer that sends nothing for `timeout` is disconnected. `None` (the
+    /// default) for none.
+    pub fn set_idle_timeout(&self, timeout: Option<Duration>) {
+        self.with(|st| {
+            st.limits.idle_timeout = timeout;
+            st.give = true;
+        });
+    }
+
+    /// Sets the listen backlog: how many connections the kernel queues before
+    /// they are accepted. The default is the system's maximum
+    /// ([`Limits::backlog`]); the kernel clamps larger values.
+    ///
+    /// # Errors
+    /// The OS error of `listen`; [`Error::Gone`] if the listener stopped.
+    pub fn set_backlog(&self, backlog: u32) -> Result<(), Error> {
+        let fd = self.raw_fd().ok_or(Error::Gone)?;
+        set_backlog(fd, i32::try_from(backlog).unwrap_or(i32::MAX))?;
+        Ok(())
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.src.upgrade().map_or(0, |s| s.st.borrow().accepted)
+    }
+}
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener")
+            .field("local", &self.local)
+            .field("listening", &self.is_listening())
+            .finish()
+    }
+}

@@ -1,0 +1,84 @@
+//! TCP: the `Loop` methods that listen and connect. The connections themselves
+//! are `net/core/conn.rs`, the accept loop `listener.rs`.
+//! Tests: tests/net_tcp_*.rs.
+
+use crate::net::core::conn::connect;
+use crate::net::core::connection::{Connection, ProtocolFactory};
+use crate::net::core::io::{Tcp, Wire};
+use crate::net::open::listener::{self, ListenSock, Listener};
+use crate::net::{Protocol, SockAddr};
+use crate::{Error, Loop};
+use std::net::SocketAddr;
+use std::panic::Location;
+
+impl Loop {
+    /// Listens on `addr` (IPv4 or IPv6; port 0 picks a free port, see
+    /// [`Listener::local_addr`]); each accepted connection gets a protocol
+    /// from `factory` and `TCP_NODELAY`. The factory is `|| P` or, to learn
+    /// the peer's address, `|peer: &SockAddr| P` (see [`ProtocolFactory`]).
+    ///
+    /// # Errors
+    /// [`Error::Closed`], or [`Error::Io`] from `bind`/`listen` (for example
+    /// `AddrInUse`), returned at once.
+    ///
+    /// # Examples
+    /// ```
+    /// use deferloop::net::{Protocol, Transport};
+    /// use deferloop::EventLoop;
+    ///
+    /// struct Echo;
+    /// impl Protocol for Echo {
+    ///     fn data_received(&mut self, t: &Transport, data: &[u8]) {
+    ///         t.write(data);
+    ///     }
+    /// }
+    ///
+    /// let ev = EventLoop::new()?;
+    /// let listener = ev.listen_tcp("127.0.0.1:0".parse().unwrap(), || Echo)?;
+    /// assert_ne!(listener.local_addr().as_inet().unwrap().port(), 0);
+    /// # Ok::<(), deferloop::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn listen_tcp<P: Protocol, A>(
+        &self,
+        addr: SocketAddr,
+        mut factory: impl ProtocolFactory<P, A>,
+    ) -> Result<Listener, Error> {
+        let at = Location::caller();
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let sock = mio::net::TcpListener::bind(addr)?;
+        let local = SockAddr::Inet(sock.local_addr()?);
+        let factory: listener::Factory = Box::new(move |peer| Box::new(factory.build(peer)));
+        listener::listen(self, ListenSock::Tcp(sock), factory, local, at)
+    }
+
+    /// Connects to `addr`. Returns at once a [`Connection`]: its transport
+    /// can be written to now (the bytes are sent once the connection is up),
+    /// its [`ProtocolRef`](crate::net::ProtocolRef) reaches `protocol`, and its
+    /// [`connected`](Connection::connected) Deferred fires with the transport
+    /// once the connection is up and `protocol.connection_made` has run, or
+    /// fails with the `io::Error` (e.g. `ConnectionRefused`, its message
+    /// naming `addr`) — then no protocol method is ever called. Cancelling
+    /// that Deferred, or aborting the transport, abandons the attempt. For a
+    /// time limit use [`add_timeout`](crate::Deferred::add_timeout), which
+    /// cancels it:
+    ///
+    /// ```no_run
+    /// # use deferloop::{EventLoop, net::{Protocol, Transport}};
+    /// # use std::time::Duration;
+    /// # struct P; impl Protocol for P { fn data_received(&mut self, _: &Transport, _: &[u8]) {} }
+    /// # let ev = EventLoop::new()?;
+    /// let d = ev
+    ///     .connect_tcp("127.0.0.1:7".parse().unwrap(), P)
+    ///     .connected()
+    ///     .add_timeout(Duration::from_secs(5), &ev.to_loop());
+    /// # Ok::<(), deferloop::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn connect_tcp<P: Protocol>(&self, addr: SocketAddr, protocol: P) -> Connection<P> {
+        let io = mio::net::TcpStream::connect(addr).map(|s| Box::new(Tcp(s)) as Box<dyn Wire>);
+        connect(self, io, addr.into(), protocol, Location::caller())
+    }
+}

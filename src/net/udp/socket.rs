@@ -1,0 +1,442 @@
+//! UDP: the datagram socket as a source, its dispatch, and the
+//! [`DatagramTransport`] handle. Owns `Dgram`, `DatagramTransport`.
+//!
+//! Like streams, a socket is registered once (read + write, edge-triggered).
+//! A send is tried at once when nothing is queued; a datagram the socket
+//! refuses with `WouldBlock` is queued whole (one allocation) and the queue's
+//! byte count drives the same flow control as a stream's write buffer. Send and
+//! receive errors go to `error_received` (delivered by the loop, never from
+//! inside `send_to`); they do not close the socket. The phases, the contained
+//! protocol calls and `connection_lost` follow the same rules as streams
+//! (`net/core/mod.rs`). The handle is `transport.rs`. Tests: tests/net_udp.rs.
+
+use crate::net::core::buffer::Flow;
+use crate::net::core::{self, Phase};
+use crate::net::{DatagramProtocol, DatagramTransport, Limits};
+use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
+use crate::{Error, Failure, Loop};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::io::AsRawFd;
+use std::panic::Location;
+use std::rc::Rc;
+
+pub(crate) struct DgramState {
+    pub(crate) sock: Option<mio::net::UdpSocket>,
+    pub(crate) phase: Phase,
+    /// Datagrams the socket refused for now, with their destination
+    /// (`None`: the connected peer).
+    pub(crate) queue: VecDeque<(Box<[u8]>, Option<SocketAddr>)>,
+    pub(crate) queued_bytes: usize,
+    pub(crate) flow: Flow,
+    pub(crate) read_ready: bool,
+    pub(crate) write_ready: bool,
+    /// Errors from sends made outside the loop's dispatch, for `error_received`.
+    pub(crate) errors: VecDeque<io::Error>,
+    /// `connection_made` still to be delivered (the first dispatch does it).
+    pub(crate) greet: bool,
+    /// Datagrams ignored: sent after a close, or over the queue's cap.
+    pub(crate) dropped: u64,
+    /// The queue is over its cap: the drop was reported to `error_received`.
+    pub(crate) over_cap: bool,
+    /// The send queue's cap (`Limits::write_buffer_cap`).
+    pub(crate) cap: usize,
+    /// Bytes and datagrams one dispatch receives at most.
+    pub(crate) read_budget: usize,
+    pub(crate) per_dispatch: usize,
+}
+
+/// What [`DgramState::admit`] decided for a datagram about to be queued.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Counted in; queue it.
+    Queue,
+    /// Over the cap: dropped and counted.
+    Drop,
+    /// Over the cap, the first drop of a burst: an error for
+    /// `error_received` was queued too.
+    DropAndTell,
+}
+
+impl DgramState {
+    /// A new socket's state: open, nothing queued, `connection_made` owed.
+    fn new(sock: Option<mio::net::UdpSocket>) -> DgramState {
+        DgramState {
+            sock,
+            phase: Phase::Open,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            flow: Flow::default(),
+            read_ready: false,
+            write_ready: false,
+            errors: VecDeque::new(),
+            greet: true,
+            dropped: 0,
+            over_cap: false,
+            cap: SEND_QUEUE_CAP,
+            read_budget: Limits::DEFAULT.read_budget,
+            per_dispatch: Limits::DEFAULT.datagrams_per_dispatch,
+        }
+    }
+
+    /// Counts a datagram of `len` bytes into the queue's size if that stays
+    /// within `cap`; else drops it (see [`Admit`]).
+    pub(crate) fn admit(&mut self, len: usize, cap: usize) -> Admit {
+        let cost = len + DATAGRAM_OVERHEAD;
+        if self.queued_bytes + cost <= cap {
+            self.queued_bytes += cost;
+            return Admit::Queue;
+        }
+        self.dropped += 1;
+        if std::mem::replace(&mut self.over_cap, true) {
+            return Admit::Drop;
+        }
+        self.errors.push_back(io::Error::other(format!(
+            "UDP send queue over its cap of {cap} bytes: datagrams dropped"
+        )));
+        Admit::DropAndTell
+    }
+}
+
+/// What one queued datagram costs beyond its bytes, in the queue's count
+/// (so that even empty datagrams count towards flow control and the cap).
+pub(crate) const DATAGRAM_OVERHEAD: usize = 64;
+
+/// The send queue's default hard cap, as a stream's write buffer's
+/// ([`Limits::write_buffer_cap`]): over it a datagram is dropped (UDP may
+/// drop; memory may not grow without bound).
+pub(crate) const SEND_QUEUE_CAP: usize = Limits::DEFAULT.write_buffer_cap;
+
+impl DgramState {
+    fn wants_dispatch(&self) -> bool {
+        self.greet
+            || matches!(self.phase, Phase::Closed(_))
+            || !self.errors.is_empty()
+            || (self.phase.is_open() && self.flow.has_note())
+            || (matches!(self.phase, Phase::Open) && self.read_ready)
+            || (self.write_ready && !self.queue.is_empty())
+    }
+}
+
+/// A UDP socket, as a source.
+pub(crate) struct Dgram {
+    pub(crate) lp: WeakLoop,
+    pub(crate) key: SourceKey,
+    pub(crate) at: &'static Location<'static>,
+    pub(crate) st: RefCell<DgramState>,
+    pub(crate) proto: RefCell<Option<Box<dyn DatagramProtocol>>>,
+    pub(crate) dispatching: Cell<bool>,
+}
+
+/// Registers a bound (and maybe connected) UDP socket; `connection_made`
+/// follows in the next step 6.
+pub(crate) fn open(
+    lp: &Loop,
+    mut sock: mio::net::UdpSocket,
+    proto: Box<dyn DatagramProtocol>,
+    at: &'static Location<'static>,
+) -> Result<DatagramTransport, Error> {
+    let fd = sock.as_raw_fd();
+    let mut made = None;
+    let key = lp.insert_source(at, |key, r| {
+        r.register(
+            &mut sock,
+            key.token(),
+            mio::Interest::READABLE | mio::Interest::WRITABLE,
+        )?;
+        let d = Rc::new(Dgram {
+            lp: lp.downgrade(),
+            key,
+            at,
+            st: RefCell::new(DgramState::new(Some(sock))),
+            proto: RefCell::new(Some(proto)),
+            dispatching: Cell::new(false),
+        });
+        made = Some(d.clone());
+        Ok(d as Rc<dyn Source>)
+    })?;
+    lp.claim_fd(fd, key);
+    lp.wake_source(key, Ready::EMPTY);
+    Ok(DatagramTransport {
+        conn: Rc::downgrade(&made.expect("built")),
+    })
+}
+
+pub(crate) fn send_one(
+    sock: &mio::net::UdpSocket,
+    data: &[u8],
+    to: Option<SocketAddr>,
+) -> io::Result<usize> {
+    loop {
+        let r = match to {
+            Some(addr) => sock.send_to(data, addr),
+            None => sock.send(data),
+        };
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+    }
+}
+
+impl Dgram {
+    pub(crate) fn wake(&self, lp: &Loop) {
+        if !self.dispatching.get() {
+            lp.wake_source(self.key, Ready::EMPTY);
+        }
+    }
+
+    pub(crate) fn close_now(&self, lp: &Loop, st: &mut DgramState, reason: Option<Failure>) {
+        if matches!(st.phase, Phase::Closed(_) | Phase::Lost) {
+            return;
+        }
+        st.phase = Phase::Closed(reason);
+        st.queue = VecDeque::new();
+        st.queued_bytes = 0;
+        st.flow.recheck(0);
+        if let Some(mut sock) = st.sock.take() {
+            lp.with_selector(|r| {
+                let _ = r.deregister(&mut sock);
+            });
+            lp.release_fd(sock.as_raw_fd(), self.key);
+        }
+        self.wake(lp);
+    }
+
+    /// Calls one protocol method, containing a panic (reported; the socket is
+    /// then closed with it). Returns whether the call returned.
+    fn call(
+        &self,
+        lp: &Loop,
+        proto: &mut Box<dyn DatagramProtocol>,
+        f: impl FnOnce(&mut dyn DatagramProtocol),
+    ) -> bool {
+        let message = "Exception in datagram protocol callback";
+        match core::contain(lp, self.at, message, || f(&mut **proto)) {
+            None => true,
+            Some(failure) => {
+                self.close_now(lp, &mut self.st.borrow_mut(), Some(failure));
+                false
+            }
+        }
+    }
+
+    fn flush(&self, lp: &Loop) {
+        let mut st = self.st.borrow_mut();
+        let st = &mut *st;
+        if !st.write_ready {
+            return;
+        }
+        let Some(sock) = st.sock.as_ref() else { return };
+        while let Some((data, to)) = st.queue.front() {
+            match send_one(sock, data, *to) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    st.write_ready = false;
+                    break;
+                }
+                Err(e) => st.errors.push_back(e),
+                Ok(_) => {}
+            }
+            let (data, _) = st.queue.pop_front().expect("front exists");
+            st.queued_bytes -= data.len() + DATAGRAM_OVERHEAD;
+            st.flow.recheck(st.queued_bytes);
+        }
+        if st.queue.is_empty() {
+            st.over_cap = false;
+        }
+        if st.queue.is_empty() && matches!(st.phase, Phase::Closing(_)) {
+            self.close_now(lp, st, None);
+        }
+    }
+
+    /// Delivers queued errors and flow-control notes; false if a call panicked.
+    /// Errors are delivered after a close too (a send that failed before it,
+    /// or while flushing): `connection_lost` comes after them.
+    fn tell(
+        &self,
+        lp: &Loop,
+        t: &DatagramTransport,
+        proto: &mut Box<dyn DatagramProtocol>,
+    ) -> bool {
+        loop {
+            let (error, note) = {
+                let mut st = self.st.borrow_mut();
+                match st.errors.pop_front() {
+                    Some(e) => (Some(e), None),
+                    None if st.phase.is_open() => (None, st.flow.take_note()),
+                    None => return true,
+                }
+            };
+            let ok = match (error, note) {
+                (Some(e), _) => self.call(lp, proto, |p| p.error_received(t, e)),
+                (None, Some(true)) => self.call(lp, proto, |p| p.pause_writing(t)),
+                (None, Some(false)) => self.call(lp, proto, |p| p.resume_writing(t)),
+                (None, None) => return true,
+            };
+            if !ok {
+                return false;
+            }
+        }
+    }
+
+    /// Receives up to `Limits::datagrams_per_dispatch` datagrams or
+    /// `Limits::read_budget` bytes (this socket's); returns whether the budget ran out with the socket still readable.
+    fn read(
+        &self,
+        lp: &Loop,
+        t: &DatagramTransport,
+        proto: &mut Box<dyn DatagramProtocol>,
+    ) -> bool {
+        let mut buf = core::take_read_buf();
+        let (mut budget, per_dispatch) = {
+            let st = self.st.borrow();
+            (st.read_budget, st.per_dispatch)
+        };
+        let mut spent = true;
+        for _ in 0..per_dispatch {
+            let r = {
+                let mut st = self.st.borrow_mut();
+                if !matches!(st.phase, Phase::Open) || !st.read_ready {
+                    spent = false;
+                    break;
+                }
+                let sock = st.sock.as_ref().expect("an open socket");
+                match sock.recv_from(&mut buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        st.read_ready = false;
+                        spent = false;
+                        break;
+                    }
+                    r => r,
+                }
+            };
+            let ok = match r {
+                Ok((n, from)) => {
+                    budget = budget.saturating_sub(n.max(1));
+                    self.call(lp, proto, |p| p.datagram_received(t, &buf[..n], from))
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+                Err(e) => self.call(lp, proto, |p| p.error_received(t, e)),
+            };
+            if !ok {
+                spent = false;
+                break;
+            }
+            if budget == 0 {
+                break;
+            }
+        }
+        core::put_read_buf(buf);
+        spent
+    }
+
+    fn lost(
+        &self,
+        lp: &Loop,
+        t: &DatagramTransport,
+        proto: &mut Box<dyn DatagramProtocol>,
+        reason: Option<Failure>,
+    ) {
+        let message = "Exception in datagram protocol callback (connection_lost)";
+        let _ = core::contain(lp, self.at, message, || proto.connection_lost(t, reason));
+    }
+}
+
+impl Source for Dgram {
+    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, ready: Ready) -> PostAction {
+        let greet = {
+            let mut st = self.st.borrow_mut();
+            st.read_ready |= ready.contains(Ready::READABLE);
+            st.write_ready |= ready.contains(Ready::WRITABLE);
+            std::mem::take(&mut st.greet)
+        };
+        let Some(mut proto) = self.proto.borrow_mut().take() else {
+            return PostAction::Continue;
+        };
+        self.dispatching.set(true);
+        let t = DatagramTransport {
+            conn: Rc::downgrade(&self),
+        };
+        let mut again = false;
+        if !greet || self.call(lp, &mut proto, |p| p.connection_made(&t)) {
+            self.flush(lp);
+            if self.tell(lp, &t, &mut proto) {
+                again = self.read(lp, &t, &mut proto);
+                self.tell(lp, &t, &mut proto);
+            }
+        }
+        self.dispatching.set(false);
+        let reason = {
+            let mut st = self.st.borrow_mut();
+            match std::mem::replace(&mut st.phase, Phase::Lost) {
+                Phase::Closed(reason) => reason,
+                phase => {
+                    st.phase = phase;
+                    let wants = st.wants_dispatch();
+                    drop(st);
+                    *self.proto.borrow_mut() = Some(proto);
+                    return if again || wants {
+                        PostAction::Again
+                    } else {
+                        PostAction::Continue
+                    };
+                }
+            }
+        };
+        self.lost(lp, &t, &mut proto, reason);
+        let garbage = lp.remove_source(self.key);
+        drop((garbage, proto));
+        PostAction::Continue
+    }
+
+    fn close(self: Rc<Self>, lp: &Loop) {
+        let (reason, greet) = {
+            let mut st = self.st.borrow_mut();
+            st.sock = None;
+            let reason = match std::mem::replace(&mut st.phase, Phase::Lost) {
+                Phase::Lost => return,
+                Phase::Closed(reason) => reason,
+                _ => Some(Failure::new(crate::deferred::LoopClosed)),
+            };
+            (reason, std::mem::take(&mut st.greet))
+        };
+        let Some(mut proto) = self.proto.borrow_mut().take() else {
+            return;
+        };
+        let t = DatagramTransport {
+            conn: Rc::downgrade(&self),
+        };
+        if greet {
+            let message = "Exception in datagram protocol callback";
+            let _ = core::contain(lp, self.at, message, || proto.connection_made(&t));
+        }
+        self.lost(lp, &t, &mut proto, reason);
+    }
+
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The queue's count includes a fixed cost per datagram, so empty ones
+    /// count too; over the cap datagrams are dropped and counted, and only
+    /// the first drop of a burst is told.
+    #[test]
+    fn the_send_queue_counts_every_datagram_and_drops_over_its_cap() {
+        let mut st = DgramState::new(None);
+        let cap = 10 * DATAGRAM_OVERHEAD;
+        for _ in 0..10 {
+            assert_eq!(st.admit(0, cap), Admit::Queue);
+        }
+        assert_eq!(st.queued_bytes, cap);
+        assert_eq!(st.admit(0, cap), Admit::DropAndTell);
+        assert_eq!(st.admit(100, cap), Admit::Drop);
+        assert_eq!((st.dropped, st.errors.len(), st.queued_bytes), (2, 1, cap));
+    }
+}
