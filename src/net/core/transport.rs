@@ -442,6 +442,13 @@ impl Transport {
         self.with(|s| s.write_timeout).flatten()
     }
 
+    /// Whether a layer (TLS) is on this connection's wire, perhaps still
+    /// handshaking; `false` once the connection is gone.
+    pub(crate) fn is_layered(&self) -> bool {
+        self.with(|s| s.io.as_ref().is_some_and(|io| io.layer().is_some()))
+            .unwrap_or(false)
+    }
+
     /// Bytes buffered, not yet taken by the socket.
     pub fn write_buffer_size(&self) -> usize {
         self.with(|s| s.wbuf.len()).unwrap_or(0)
