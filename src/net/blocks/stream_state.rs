@@ -424,7 +424,7 @@ pub(super) fn lost(shared: &Rc<StreamCell>, reason: Option<Failure>) {
         tap.source_lost(reason);
     }
     // Nothing reads any more: fail or answer what waits.
-    let dead = Transport { conn: Weak::new() };
+    let dead = Transport::dangling();
     pump(shared, &dead);
 }
 

@@ -18,7 +18,7 @@
 use crate::deferred::LoopClosed;
 use crate::net::core::buffer::WriteBuf;
 use crate::net::core::io::Wire;
-use crate::net::core::{self, Phase};
+use crate::net::core::{self, Phase, WeakConn};
 use crate::net::{Connection, Limits, Protocol, SockAddr, Transport};
 use crate::reactor::{Ready, Source, SourceKey, WeakLoop};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
@@ -26,7 +26,7 @@ use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
 use std::io::{self, IoSlice};
 use std::panic::Location;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// Writes of at least this many bytes are never held back to be coalesced.
@@ -237,7 +237,7 @@ impl Conn {
 
     pub(crate) fn transport(self: &Rc<Self>) -> Transport {
         Transport {
-            conn: Rc::downgrade(self),
+            conn: WeakConn::new(self),
         }
     }
 
@@ -533,7 +533,7 @@ pub(crate) fn connect<P: Protocol>(
     protocol: P,
     at: &'static Location<'static>,
 ) -> Connection<P> {
-    let failed = |f: Failure| Connection::new(Transport { conn: Weak::new() }, fail(f));
+    let failed = |f: Failure| Connection::new(Transport::dangling(), fail(f));
     let io = match io {
         Ok(io) => io,
         Err(e) => {

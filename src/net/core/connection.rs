@@ -3,12 +3,12 @@
 //! and [`ProtocolFactory`] (what a listener builds protocols with).
 
 use crate::net::core::conn::Conn;
+use crate::net::core::WeakConn;
 use crate::net::{Protocol, SockAddr, Transport};
 use crate::{Deferred, Error};
 use std::any::Any;
 use std::fmt;
 use std::marker::PhantomData;
-use std::rc::Weak;
 
 /// A connection being made: returned at once by
 /// [`Loop::connect_tcp`](crate::Loop::connect_tcp) and
@@ -116,7 +116,7 @@ impl<P> fmt::Debug for Connection<P> {
 /// it, so it can be called without a shared cell). Cheap to clone; it keeps
 /// neither the connection nor the protocol alive.
 pub struct ProtocolRef<P> {
-    conn: Weak<Conn>,
+    conn: WeakConn<Conn>,
     _p: PhantomData<fn() -> P>,
 }
 

@@ -218,16 +218,7 @@ fn layer_sent(st: &ConnState) -> Option<u64> {
     st.io.as_ref().and_then(|io| io.layer_sent())
 }
 
-/// Whether a TLS handshake holds the writes back (not the peer).
+/// Whether a layer's handshake holds the writes back (not the peer).
 fn handshaking(st: &ConnState) -> bool {
-    #[cfg(feature = "tls")]
-    {
-        let session = st.io.as_ref().and_then(|io| io.tls_session());
-        session.is_some_and(|s| s.is_handshaking())
-    }
-    #[cfg(not(feature = "tls"))]
-    {
-        let _ = st;
-        false
-    }
+    st.io.as_ref().is_some_and(|io| io.handshaking())
 }

@@ -97,9 +97,14 @@ pub(crate) trait Wire: 'static {
     fn finish_close(&mut self) -> io::Result<bool> {
         Ok(true)
     }
-    /// The TLS session, for a TLS stream (its handshake state, ALPN, peer).
-    #[cfg(feature = "tls")]
-    fn tls_session(&self) -> Option<&rustls::CommonState> {
+    /// Whether a handshake of the layer holds writes back (not the peer):
+    /// the write timeout leaves that wait to the handshake's own deadline.
+    fn handshaking(&self) -> bool {
+        false
+    }
+    /// The layer itself, for the module that made it (`net/tls` asks its
+    /// session through it); `None` for a plain stream. The core never looks.
+    fn layer(&self) -> Option<&dyn std::any::Any> {
         None
     }
 }

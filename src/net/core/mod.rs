@@ -11,7 +11,8 @@
 //!
 //! This file holds what every connection shares, stream or datagram: its
 //! phase, the one convention for calling a protocol (contained, reported, the
-//! connection closed with the panic), and the read buffer.
+//! connection closed with the panic), the read buffer, and `WeakConn`, the
+//! one weak handle under every transport.
 
 pub(super) mod buffer;
 pub(super) mod conn;
@@ -21,10 +22,11 @@ mod dispatch;
 pub(super) mod io;
 pub(super) mod transport;
 
-use crate::reactor::ExceptionContext;
+use crate::reactor::{ExceptionContext, WeakLoop};
 use crate::{Failure, Loop};
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::rc::{Rc, Weak};
 
 /// Where a connection is in its life. `connection_lost` is owed from the
 /// moment `connection_made` ran until the phase is `Lost`.
@@ -125,25 +127,82 @@ pub(crate) fn put_read_buf(b: ReadBuf) {
     READ_BUF.with(|slot| *slot.borrow_mut() = Some(b));
 }
 
-/// Equality and hashing of a transport handle: the same connection.
-macro_rules! handle_identity {
-    ($handle:ty) => {
-        impl PartialEq for $handle {
-            fn eq(&self, other: &Self) -> bool {
-                std::rc::Weak::ptr_eq(&self.conn, &other.conn)
-            }
-        }
-
-        impl Eq for $handle {}
-
-        impl std::hash::Hash for $handle {
-            fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-                std::rc::Weak::as_ptr(&self.conn).hash(h);
-            }
-        }
-    };
+/// A connection's source, as its weak handle reaches it: the loop it
+/// belongs to (held weakly) and its state (borrowed only while no user code
+/// runs). `Conn` (a stream) and `Dgram` (a UDP socket) are.
+pub(crate) trait Reachable: 'static {
+    type State;
+    fn state(&self) -> &RefCell<Self::State>;
+    fn weak_loop(&self) -> &WeakLoop;
 }
-pub(crate) use handle_identity;
+
+/// The one weak handle under [`Transport`](crate::net::Transport),
+/// [`DatagramTransport`](crate::net::DatagramTransport) and
+/// [`ProtocolRef`](crate::net::ProtocolRef): it keeps neither the connection
+/// nor the loop alive, does nothing once they are gone, and two are equal
+/// (and hash alike) when they name the same connection.
+pub(crate) struct WeakConn<C>(Weak<C>);
+
+impl<C> WeakConn<C> {
+    pub(crate) fn new(conn: &Rc<C>) -> Self {
+        WeakConn(Rc::downgrade(conn))
+    }
+
+    /// A handle to no connection (one that failed before it existed).
+    pub(crate) fn dangling() -> Self {
+        WeakConn(Weak::new())
+    }
+
+    pub(crate) fn upgrade(&self) -> Option<Rc<C>> {
+        self.0.upgrade()
+    }
+
+    pub(crate) fn strong_count(&self) -> usize {
+        self.0.strong_count()
+    }
+}
+
+impl<C: Reachable> WeakConn<C> {
+    /// The connection and its loop, while both exist.
+    pub(crate) fn live(&self) -> Option<(Rc<C>, Loop)> {
+        let conn = self.0.upgrade()?;
+        let lp = conn.weak_loop().upgrade()?;
+        Some((conn, lp))
+    }
+
+    /// Runs `f` on the connection's state, while the connection exists.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut C::State) -> R) -> Option<R> {
+        let conn = self.0.upgrade()?;
+        let mut st = conn.state().borrow_mut();
+        Some(f(&mut st))
+    }
+}
+
+impl<C> From<Weak<C>> for WeakConn<C> {
+    fn from(w: Weak<C>) -> Self {
+        WeakConn(w)
+    }
+}
+
+impl<C> Clone for WeakConn<C> {
+    fn clone(&self) -> Self {
+        WeakConn(self.0.clone())
+    }
+}
+
+impl<C> PartialEq for WeakConn<C> {
+    fn eq(&self, other: &Self) -> bool {
+        Weak::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl<C> Eq for WeakConn<C> {}
+
+impl<C> std::hash::Hash for WeakConn<C> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        Weak::as_ptr(&self.0).hash(h);
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -161,5 +220,37 @@ mod tests {
         let b = take_read_buf();
         assert_eq!((b.as_ptr(), b[READ_BUFFER_SIZE - 1]), (at, 7));
         put_read_buf(b);
+    }
+
+    struct Cell(RefCell<u32>, WeakLoop);
+
+    impl Reachable for Cell {
+        type State = u32;
+        fn state(&self) -> &RefCell<u32> {
+            &self.0
+        }
+        fn weak_loop(&self) -> &WeakLoop {
+            &self.1
+        }
+    }
+
+    #[test]
+    fn a_weak_handle_names_its_connection_and_does_nothing_once_it_is_gone() {
+        let a = Rc::new(Cell(RefCell::new(1), WeakLoop::default()));
+        let b = Rc::new(Cell(RefCell::new(2), WeakLoop::default()));
+        let (ha, hb) = (WeakConn::new(&a), WeakConn::new(&b));
+        assert!(ha == ha.clone() && ha != hb);
+        use std::hash::{BuildHasher, RandomState};
+        let s = RandomState::new();
+        assert_eq!(s.hash_one(&ha), s.hash_one(WeakConn::new(&a)));
+        assert_ne!(s.hash_one(&ha), s.hash_one(&hb));
+        assert_eq!(ha.with(|n| *n += 10), Some(()));
+        assert_eq!(*a.0.borrow(), 11);
+        // No loop: the connection is there, but not live.
+        assert!(ha.live().is_none());
+        drop(a);
+        assert_eq!(ha.with(|n| *n), None);
+        assert_eq!(ha.strong_count(), 0);
+        assert!(WeakConn::<Cell>::dangling().upgrade().is_none());
     }
 }

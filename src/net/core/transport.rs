@@ -3,9 +3,11 @@
 //! its own protocol keeps neither the connection nor the loop alive.
 
 use crate::net::core::conn::{Conn, ConnState};
-use crate::net::core::{handle_identity, Phase};
+use crate::net::core::{Phase, Reachable, WeakConn};
 use crate::net::{Limits, ProtocolRef, SockAddr};
+use crate::reactor::WeakLoop;
 use crate::{Error, Failure, Loop};
+use std::cell::RefCell;
 use std::fmt;
 use std::io;
 use std::os::unix::io::RawFd;
@@ -80,22 +82,29 @@ use std::time::Duration;
 /// assert_eq!(ev.run_until(total).unwrap(), TOTAL);
 /// # Ok::<(), deferloop::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Transport {
-    pub(crate) conn: Weak<Conn>,
+    pub(crate) conn: WeakConn<Conn>,
 }
 
 impl Transport {
+    /// A transport of no connection: every method does nothing.
+    pub(crate) fn dangling() -> Transport {
+        Transport {
+            conn: WeakConn::dangling(),
+        }
+    }
+
+    pub(crate) fn from_weak(conn: Weak<Conn>) -> Transport {
+        Transport { conn: conn.into() }
+    }
+
     fn live(&self) -> Option<(Rc<Conn>, Loop)> {
-        let conn = self.conn.upgrade()?;
-        let lp = conn.lp.upgrade()?;
-        Some((conn, lp))
+        self.conn.live()
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut ConnState) -> R) -> Option<R> {
-        let conn = self.conn.upgrade()?;
-        let mut st = conn.st.borrow_mut();
-        Some(f(&mut st))
+        self.conn.with(f)
     }
 
     /// The loop this transport belongs to; `None` once the connection is gone
@@ -442,6 +451,13 @@ impl Transport {
         self.with(|s| s.write_timeout).flatten()
     }
 
+    /// Whether a layer (TLS) is on this connection's wire, perhaps still
+    /// handshaking; `false` once the connection is gone.
+    pub(crate) fn is_layered(&self) -> bool {
+        self.with(|s| s.io.as_ref().is_some_and(|io| io.layer().is_some()))
+            .unwrap_or(false)
+    }
+
     /// Bytes buffered, not yet taken by the socket.
     pub fn write_buffer_size(&self) -> usize {
         self.with(|s| s.wbuf.len()).unwrap_or(0)
@@ -509,8 +525,6 @@ impl Transport {
     }
 }
 
-handle_identity!(Transport);
-
 impl fmt::Debug for Transport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Transport");
@@ -564,5 +578,15 @@ impl Conn {
         self.set_connect_timeout(lp, Some(limits.connect_timeout));
         self.wake(lp);
         Ok(())
+    }
+}
+
+impl Reachable for Conn {
+    type State = ConnState;
+    fn state(&self) -> &RefCell<ConnState> {
+        &self.st
+    }
+    fn weak_loop(&self) -> &WeakLoop {
+        &self.lp
     }
 }

@@ -353,15 +353,10 @@ impl Default for Backlog {
     }
 }
 
-/// Whether `t` is (or is becoming) a TLS connection; never without `tls`.
+/// Whether `t` is (or is becoming) a TLS connection: a layer is on its
+/// wire (only TLS makes one).
 fn is_tls(t: &Transport) -> bool {
-    #[cfg(feature = "tls")]
-    return t.is_tls();
-    #[cfg(not(feature = "tls"))]
-    return {
-        let _ = t;
-        false
-    };
+    t.is_layered()
 }
 
 /// Why a delivery stopped before the end of its bytes.

@@ -46,7 +46,7 @@ impl Loop {
         listener.set_nonblocking(true)?;
         let local = SockAddr::Inet(listener.local_addr()?);
         let sock = mio::net::TcpListener::from_std(listener);
-        listener::listen(self, ListenSock::Tcp(sock), factory, local, at)
+        listener::listen(self, ListenSock::Tcp(sock), factory, local, None, at)
     }
 
     /// Takes over a connected TCP stream (accepted on another thread, say):

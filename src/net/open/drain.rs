@@ -52,7 +52,7 @@ impl Tracker {
         self.slab
             .borrow()
             .iter()
-            .map(|(_, c)| Transport { conn: c.clone() })
+            .map(|(_, c)| Transport::from_weak(c.clone()))
             .collect()
     }
 

@@ -366,7 +366,7 @@ impl Loop {
         if let Some(addr) = target.as_addr() {
             return self.connect_tcp(addr, protocol);
         }
-        let failed = |f: Failure| Connection::new(Transport { conn: Weak::new() }, fail(f));
+        let failed = |f: Failure| Connection::new(Transport::dangling(), fail(f));
         let (host, port) = match target.parts() {
             Ok(p) => p,
             Err(e) => return failed(Failure::new(e)),

@@ -27,7 +27,6 @@ pub(crate) type Factory = Box<dyn FnMut(&SockAddr) -> Box<dyn Protocol>>;
 
 /// Run instead of `Conn::start` for each accepted connection: a TLS
 /// listener layers the stream and handshakes before `connection_made`.
-#[cfg(feature = "tls")]
 pub(crate) type AcceptHook = Box<dyn Fn(&Loop, &Rc<Conn>, &SockAddr)>;
 
 pub(crate) enum ListenSock {
@@ -104,8 +103,7 @@ pub(crate) struct ListenSource {
     /// The connections it accepted that are still open (shared with the
     /// `Listener` handles, so a stopped listener can still drain them).
     conns: Rc<Tracker>,
-    #[cfg(feature = "tls")]
-    accept_hook: RefCell<Option<AcceptHook>>,
+    accept_hook: Option<AcceptHook>,
 }
 
 /// Registers a bound listening socket.
@@ -114,6 +112,7 @@ pub(crate) fn listen(
     mut sock: ListenSock,
     factory: Factory,
     local: SockAddr,
+    accept_hook: Option<AcceptHook>,
     at: &'static Location<'static>,
 ) -> Result<Listener, Error> {
     let fd = sock.fd();
@@ -137,8 +136,7 @@ pub(crate) fn listen(
             }),
             conns: conns.clone(),
             factory: RefCell::new(Some(factory)),
-            #[cfg(feature = "tls")]
-            accept_hook: RefCell::new(None),
+            accept_hook,
         });
         made = Some(src.clone());
         Ok(src as Rc<dyn Source>)
@@ -298,8 +296,7 @@ impl ListenSource {
                     // Checked when it was set: high_water >= low_water.
                     let _ = conn.apply_limits(lp, &limits);
                 }
-                #[cfg(feature = "tls")]
-                if let Some(hook) = self.accept_hook.borrow().as_ref() {
+                if let Some(hook) = &self.accept_hook {
                     return hook(lp, &conn, peer);
                 }
                 conn.start(lp);
@@ -359,15 +356,6 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// Sets the hook run for each accepted connection instead of starting it
-    /// (a TLS listener's; see `net/tls`).
-    #[cfg(feature = "tls")]
-    pub(crate) fn set_accept_hook(&self, hook: AcceptHook) {
-        if let Some(src) = self.src.upgrade() {
-            *src.accept_hook.borrow_mut() = Some(hook);
-        }
-    }
-
     /// The address actually bound (port 0 becomes the port the OS chose).
     pub fn local_addr(&self) -> &SockAddr {
         &self.local

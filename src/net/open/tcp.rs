@@ -5,7 +5,7 @@
 use crate::net::core::conn::connect;
 use crate::net::core::connection::{Connection, ProtocolFactory};
 use crate::net::core::io::{Tcp, Wire};
-use crate::net::open::listener::{self, ListenSock, Listener};
+use crate::net::open::listener::{self, AcceptHook, ListenSock, Listener};
 use crate::net::{Protocol, SockAddr};
 use crate::{Error, Loop};
 use std::net::SocketAddr;
@@ -42,7 +42,19 @@ impl Loop {
     pub fn listen_tcp<P: Protocol, A>(
         &self,
         addr: SocketAddr,
+        factory: impl ProtocolFactory<P, A>,
+    ) -> Result<Listener, Error> {
+        self.listen_tcp_hooked(addr, factory, None)
+    }
+
+    /// `listen_tcp`, with `hook` run for each accepted connection instead
+    /// of starting it (a layer's: TLS handshakes first).
+    #[track_caller]
+    pub(crate) fn listen_tcp_hooked<P: Protocol, A>(
+        &self,
+        addr: SocketAddr,
         mut factory: impl ProtocolFactory<P, A>,
+        hook: Option<AcceptHook>,
     ) -> Result<Listener, Error> {
         let at = Location::caller();
         if self.is_closed() {
@@ -51,7 +63,7 @@ impl Loop {
         let sock = mio::net::TcpListener::bind(addr)?;
         let local = SockAddr::Inet(sock.local_addr()?);
         let factory: listener::Factory = Box::new(move |peer| Box::new(factory.build(peer)));
-        listener::listen(self, ListenSock::Tcp(sock), factory, local, at)
+        listener::listen(self, ListenSock::Tcp(sock), factory, local, hook, at)
     }
 
     /// Connects to `addr`. Returns at once a [`Connection`]: its transport

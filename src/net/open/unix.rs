@@ -40,6 +40,7 @@ impl Loop {
             },
             factory,
             local,
+            None,
             at,
         )
     }

@@ -465,8 +465,11 @@ impl Wire for TlsIo {
         }
         self.push_out()
     }
-    fn tls_session(&self) -> Option<&rustls::CommonState> {
-        Some(&self.tls)
+    fn handshaking(&self) -> bool {
+        self.tls.is_handshaking()
+    }
+    fn layer(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 
@@ -476,4 +479,11 @@ impl Drop for TlsIo {
             h.cancel();
         }
     }
+}
+
+/// The TLS session of a stream, if TLS is layered on it (its handshake
+/// state, ALPN, peer): what the core's `Wire::layer` hands back, asked here.
+pub(crate) fn session(io: &dyn Wire) -> Option<&rustls::CommonState> {
+    let tls = io.layer()?.downcast_ref::<TlsIo>()?;
+    Some(&tls.tls)
 }

@@ -3,7 +3,7 @@
 //! a transport tells about its session.
 
 use super::config::{ClientConfig, ServerConfig};
-use super::io::{DeadlineSlot, TlsIo};
+use super::io::{session, DeadlineSlot, TlsIo};
 use super::TlsError;
 use crate::net::core::conn::{connect, Conn, ConnState};
 use crate::net::core::connection::{Connection, ProtocolFactory};
@@ -94,12 +94,11 @@ impl Loop {
         config: &ServerConfig,
         factory: impl ProtocolFactory<P, A>,
     ) -> Result<Listener, Error> {
-        let listener = self.listen_tcp(addr, factory)?;
         let config = config.clone();
-        listener.set_accept_hook(Box::new(move |lp, conn, peer| {
+        let hook = Box::new(move |lp: &Loop, conn: &Rc<Conn>, peer: &SockAddr| {
             accept(lp, conn, peer, &config);
-        }));
-        Ok(listener)
+        });
+        self.listen_tcp_hooked(addr, factory, Some(hook))
     }
 
     /// Connects to `addr` over TLS, as [`connect_tcp`](Loop::connect_tcp)
@@ -210,7 +209,7 @@ fn handshake_timed_out(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) {
     let handshaking = st
         .io
         .as_ref()
-        .and_then(|io| io.tls_session())
+        .and_then(|io| session(io.as_ref()))
         .is_some_and(|s| s.is_handshaking());
     if !handshaking {
         return;
@@ -263,7 +262,11 @@ impl Transport {
             if !matches!(st.phase, Phase::Open) || st.eof_requested {
                 return Err(Error::InvalidInput("start_tls needs an open connection"));
             }
-            if st.io.as_ref().is_some_and(|io| io.tls_session().is_some()) {
+            if st
+                .io
+                .as_ref()
+                .is_some_and(|io| session(io.as_ref()).is_some())
+            {
                 return Err(Error::InvalidInput(
                     "TLS is already started on this connection",
                 ));
@@ -289,7 +292,7 @@ impl Transport {
     fn tls_query<R>(&self, f: impl FnOnce(&rustls::CommonState) -> R) -> Option<R> {
         let conn = self.conn.upgrade()?;
         let st = conn.st.borrow();
-        st.io.as_ref()?.tls_session().map(f)
+        session(st.io.as_ref()?.as_ref()).map(f)
     }
 
     /// Whether this connection uses TLS (it may still be handshaking).

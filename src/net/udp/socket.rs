@@ -11,7 +11,7 @@
 //! (`net/core/mod.rs`). The handle is `transport.rs`. Tests: tests/net_udp.rs.
 
 use crate::net::core::buffer::Flow;
-use crate::net::core::{self, Phase};
+use crate::net::core::{self, Phase, WeakConn};
 use crate::net::{DatagramProtocol, DatagramTransport, Limits};
 use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{Error, Failure, Loop};
@@ -160,7 +160,7 @@ pub(crate) fn open(
     lp.claim_fd(fd, key);
     lp.wake_source(key, Ready::EMPTY);
     Ok(DatagramTransport {
-        conn: Rc::downgrade(&made.expect("built")),
+        conn: WeakConn::new(&made.expect("built")),
     })
 }
 
@@ -357,7 +357,7 @@ impl Source for Dgram {
         };
         self.dispatching.set(true);
         let t = DatagramTransport {
-            conn: Rc::downgrade(&self),
+            conn: WeakConn::new(&self),
         };
         let mut again = false;
         if !greet || self.call(lp, &mut proto, |p| p.connection_made(&t)) {
@@ -406,7 +406,7 @@ impl Source for Dgram {
             return;
         };
         let t = DatagramTransport {
-            conn: Rc::downgrade(&self),
+            conn: WeakConn::new(&self),
         };
         if greet {
             let message = "Exception in datagram protocol callback";

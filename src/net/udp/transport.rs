@@ -2,15 +2,17 @@
 //! that open one. The socket itself, as a source, is `socket.rs`.
 //! Tests: tests/net_udp.rs.
 
-use crate::net::core::{handle_identity, Phase};
+use crate::net::core::{Phase, Reachable, WeakConn};
 use crate::net::udp::socket::{open, send_one, Admit, Dgram, DgramState};
 use crate::net::{DatagramProtocol, Limits};
+use crate::reactor::WeakLoop;
 use crate::{Error, Failure, Loop};
+use std::cell::RefCell;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::panic::Location;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 
 /// A UDP socket, as its protocol and the user see it: a cheap handle
 /// (`Clone`; equal handles name the same socket). It keeps neither the socket
@@ -19,22 +21,18 @@ use std::rc::{Rc, Weak};
 /// As with [`Transport`](crate::net::Transport), methods change state at once and
 /// the protocol hears the consequences from the loop; on a closed socket every
 /// method does nothing.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct DatagramTransport {
-    pub(crate) conn: Weak<Dgram>,
+    pub(crate) conn: WeakConn<Dgram>,
 }
 
 impl DatagramTransport {
     fn live(&self) -> Option<(Rc<Dgram>, Loop)> {
-        let d = self.conn.upgrade()?;
-        let lp = d.lp.upgrade()?;
-        Some((d, lp))
+        self.conn.live()
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut DgramState) -> R) -> Option<R> {
-        let d = self.conn.upgrade()?;
-        let mut st = d.st.borrow_mut();
-        Some(f(&mut st))
+        self.conn.with(f)
     }
 
     /// The loop this socket belongs to; `None` once the socket is gone.
@@ -215,8 +213,6 @@ impl DatagramTransport {
     }
 }
 
-handle_identity!(DatagramTransport);
-
 impl fmt::Debug for DatagramTransport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DatagramTransport")
@@ -308,5 +304,15 @@ impl Loop {
         let sock = mio::net::UdpSocket::bind(local)?;
         sock.connect(remote)?;
         open(self, sock, Box::new(protocol), at)
+    }
+}
+
+impl Reachable for Dgram {
+    type State = DgramState;
+    fn state(&self) -> &RefCell<DgramState> {
+        &self.st
+    }
+    fn weak_loop(&self) -> &WeakLoop {
+        &self.lp
     }
 }
