@@ -327,6 +327,7 @@ impl Process {
 
     /// A Deferred that fires with the exit status right after
     /// `process_exited`, or fails with [`LoopClosed`] if the loop closes first.
+    #[track_caller]
     pub fn wait(&self) -> Deferred<ExitStatus> {
         let Some(s) = self.shared.upgrade() else {
             return fail(Failure::new(Error::Gone));
@@ -338,6 +339,7 @@ impl Process {
         }
         let (d, r) = Deferred::new();
         s.waiters.borrow_mut().push(r);
+        d.tag_wait(|| crate::ps::Wait::Process { pid: self.pid });
         d
     }
 }

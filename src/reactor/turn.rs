@@ -172,7 +172,7 @@ impl Inner {
     }
 
     /// Publishes a summary for monitors, at most every 10 ms.
-    fn publish(&self) {
+    pub(super) fn publish(&self) {
         let now = Instant::now();
         if self
             .last_publish

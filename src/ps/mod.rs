@@ -1,0 +1,103 @@
+//! `ps` and `pstree` for a running loop: what each pending [`Deferred`](crate::Deferred)
+//! waits on, and the loop's timers and ready queue — inside the process, or
+//! from outside it over an owner-only Unix socket.
+//!
+//! Owns the public switch ([`enable`], `DEFERLOOP_PS`), [`Report`] and its
+//! text views ([`Report::ps`], [`Report::pstree`], [`Report::loop_summary`]),
+//! The table of Deferreds itself is `deferred/registry.rs`; the text is
+//! `text.rs`. Tests: tests/ps_*.rs.
+//!
+//! # Off by default, and free when off
+//! Nothing is recorded until [`enable`] is called on the loop's thread, or a
+//! loop is made with the environment variable `DEFERLOOP_PS` set to `1`. Off, making a
+//! Deferred tests one thread-local flag; chaining, firing and running
+//! callbacks test nothing (BENCHMARKS.md has the measurement).
+//!
+//! # What waits on what
+//! An edge from a Deferred to another is read from the chain itself (a
+//! callback returned a pending Deferred; `chain_deferred` feeds one) or was
+//! recorded by [`DeferredList`](crate::DeferredList), [`race`](crate::race),
+//! `gather_results`, scopes and `map_limit` for their inputs. A leaf is tagged
+//! by the code that made it: a timer (`defer_later`), a thread-pool job, a
+//! lock, semaphore or queue turn, a stream read, a connect, a child process,
+//! a signal. A Deferred made with `Deferred::new` whose `Resolver` user code
+//! holds waits on nothing the registry can name: it is listed with its
+//! creation site, and that site is the place to look.
+//!
+//! # Cycles
+//! A cycle of waits (`a` fed by `b`, `b` fed by `a`) never fires. `pstree`
+//! prints each cycle as `cycle: #a → #b → #a` and still prints every tree:
+//! asyncio's `pstree` refuses the whole output when it finds one.
+//!
+//! Compared with the anchors: tokio-console needs an instrumented build and
+//! a subscriber; here one call (or one variable) turns the registry on.
+
+mod text;
+
+pub use crate::deferred::registry::{PendingDeferred, PendingState, Wait, WaitsOn};
+
+use crate::deferred::registry;
+use crate::{Loop, Snapshot};
+use std::rc::Rc;
+use std::time::Instant;
+
+/// Turns the registry on for `lp`'s thread: from now on every Deferred made
+/// on it is listed while it is pending, stamped with `lp`'s time. Deferreds
+/// made before are not listed (an edge to one shows its creation site).
+pub fn enable(lp: &Loop) {
+    let weak = lp.downgrade();
+    registry::set_clock(Rc::new(move || {
+        weak.upgrade().map_or_else(Instant::now, |lp| lp.time())
+    }));
+    registry::set_on(true);
+    // The loop records its current callback and publishes its queues.
+    let _ = lp.monitor();
+}
+
+/// Turns the registry off for this thread and forgets what it listed.
+pub fn disable() {
+    registry::set_on(false);
+}
+
+/// Whether the registry is on for this thread.
+pub fn is_enabled() -> bool {
+    registry::on()
+}
+
+/// What the loop and its pending Deferreds look like now; taken on the loop's
+/// thread. With the registry off, the list of Deferreds is empty.
+pub fn snapshot(lp: &Loop) -> Report {
+    let (deferreds, _) = registry::pending();
+    Report {
+        now: lp.time(),
+        registry_on: registry::on(),
+        deferreds,
+        monitor: lp.monitor_now(),
+    }
+}
+
+/// A consistent picture of a loop at one moment: its pending Deferreds (what
+/// each waits on) and its queues. `Send`, so it can be handed to another
+/// thread; it holds no value a Deferred carries.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Report {
+    /// The loop's time when it was taken.
+    pub now: Instant,
+    /// Whether the registry was on (if not, `deferreds` is empty).
+    pub registry_on: bool,
+    /// The pending Deferreds, oldest first.
+    pub deferreds: Vec<PendingDeferred>,
+    /// The loop's queues (timers, ready callbacks, I/O sources), fresh.
+    pub monitor: Snapshot,
+}
+
+/// Reads `DEFERLOOP_PS` for a new loop: `1` turns the registry on.
+pub(crate) fn from_env(lp: &Loop) {
+    let Some(v) = std::env::var_os("DEFERLOOP_PS") else {
+        return;
+    };
+    if !v.is_empty() && v != "0" {
+        enable(lp);
+    }
+}
