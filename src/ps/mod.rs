@@ -4,12 +4,14 @@
 //!
 //! Owns the public switch ([`enable`], `DEFERLOOP_PS`), [`Report`] and its
 //! text views ([`Report::ps`], [`Report::pstree`], [`Report::loop_summary`]),
-//! The table of Deferreds itself is `deferred/registry.rs`; the text is
-//! `text.rs`. Tests: tests/ps_*.rs.
+//! the socket server ([`serve`], [`PsServer`]) and its client ([`query`]). The
+//! table of Deferreds itself is `deferred/registry.rs`; what runs on the
+//! server thread is `serve.rs`; the text is `text.rs`. Tests: tests/ps_*.rs.
 //!
 //! # Off by default, and free when off
 //! Nothing is recorded until [`enable`] is called on the loop's thread, or a
-//! loop is made with the environment variable `DEFERLOOP_PS` set to `1`. Off, making a
+//! loop is made with the environment variable `DEFERLOOP_PS` set (`1`:
+//! record; `serve`: record and [`serve`] at the default path). Off, making a
 //! Deferred tests one thread-local flag; chaining, firing and running
 //! callbacks test nothing (BENCHMARKS.md has the measurement).
 //!
@@ -29,12 +31,33 @@
 //! prints each cycle as `cycle: #a → #b → #a` and still prints every tree:
 //! asyncio's `pstree` refuses the whole output when it finds one.
 //!
-//! Compared with the anchors: tokio-console needs an instrumented build and
-//! a subscriber; here one call (or one variable) turns the registry on.
+//! # Security model of the socket
+//! - Opt-in: no socket unless [`serve`] is called or `DEFERLOOP_PS=serve`.
+//! - Unix socket only, never TCP: in a directory the process creates with mode
+//!   0700 (or finds owned by its user with no group or other permissions —
+//!   anything else is refused), the socket itself chmod 0600.
+//! - Each connection's peer is checked with `SO_PEERCRED` (`getpeereid` off
+//!   Linux): a peer whose uid is not the process's effective uid gets
+//!   `refused` and is closed. Root is not let in by this check either; it
+//!   can read the process's memory anyway.
+//! - Read-only: a request names a view (`ps`, `pstree`, `loop`, `all`);
+//!   nothing a client sends changes the process.
+//! - What it shows: counts, sizes, durations, peer addresses and code
+//!   locations (file:line:column) — never payload bytes, never values carried
+//!   by Deferreds.
+//!
+//! Compared with the anchors: `python -m asyncio ps` attaches to whoever may
+//! ptrace the process and reads its memory (its users meet EPERM reported as
+//! a missing section, and torn reads retried); tokio-console listens on TCP
+//! with no authentication. Here the process publishes a consistent snapshot
+//! itself, and only its own user can read it.
 
+mod serve;
 mod text;
 
 pub use crate::deferred::registry::{PendingDeferred, PendingState, Wait, WaitsOn};
+pub(crate) use serve::on_turn;
+pub use serve::{default_dir, query, serve, serve_in, PsServer};
 
 use crate::deferred::registry;
 use crate::{Loop, Snapshot};
@@ -92,12 +115,23 @@ pub struct Report {
     pub monitor: Snapshot,
 }
 
-/// Reads `DEFERLOOP_PS` for a new loop: `1` turns the registry on.
+/// Reads `DEFERLOOP_PS` for a new loop: `1` turns the registry on, `serve`
+/// also serves at the default path (a failure to is logged, not fatal).
 pub(crate) fn from_env(lp: &Loop) {
     let Some(v) = std::env::var_os("DEFERLOOP_PS") else {
         return;
     };
-    if !v.is_empty() && v != "0" {
-        enable(lp);
+    if v.is_empty() || v == "0" {
+        return;
+    }
+    enable(lp);
+    if v == "serve" {
+        match serve(lp) {
+            Ok(server) => {
+                log::info!("deferloop: ps served at {}", server.path().display());
+                serve::keep_for_thread(server);
+            }
+            Err(e) => log::warn!("deferloop: DEFERLOOP_PS=serve: {e}"),
+        }
     }
 }

@@ -155,6 +155,7 @@ impl Inner {
     fn run_ready(&self, lp: &Loop) {
         if self.instrumented.get() {
             self.publish();
+            crate::ps::on_turn(lp);
         }
         let n = self.ready.borrow().len();
         for _ in 0..n {
