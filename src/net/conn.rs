@@ -586,6 +586,9 @@ pub(crate) fn connect<P: Protocol>(
             }
         }
     });
+    d.tag_wait(|| crate::ps::Wait::Connect {
+        addr: to.to_string(),
+    });
     if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
         *resolver = Some(r);
     }
