@@ -67,3 +67,25 @@ fn a_connect_names_its_address() {
     assert_eq!(connect.len(), 1, "{rep:#?}");
     drop(c);
 }
+
+#[test]
+fn ss_lists_connections_with_state_pauses_and_idle_time() {
+    let (ev, clock) = manual();
+    let (s, _peer) = Stream::open_memory(&ev).unwrap();
+    s.pause_reading();
+    s.set_idle_timeout(Some(Duration::from_secs(60)));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connecting = Stream::connect(&ev, addr);
+    clock.advance(Duration::from_secs(5));
+    let rep = ps::snapshot(&ev);
+    assert_eq!(rep.connections.len(), 2, "{rep:#?}");
+    let ss = rep.ss();
+    assert!(ss.contains("open "), "{ss}");
+    assert!(ss.contains("reading paused, idle 5.0s of 1m00s"), "{ss}");
+    assert!(
+        ss.contains(&format!("connecting {addr}: 0 bytes to write")),
+        "{ss}"
+    );
+    drop((s, connecting));
+}

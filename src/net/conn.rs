@@ -234,6 +234,7 @@ impl Conn {
             Ok(conn as Rc<dyn Source>)
         })?;
         let (conn, fd) = made.expect("built");
+        super::ss::track(&conn);
         if let Some(fd) = fd {
             lp.claim_fd(fd, key);
         }

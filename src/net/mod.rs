@@ -79,6 +79,7 @@ mod producer;
 mod protocol;
 mod relay;
 mod resolve;
+pub(crate) mod ss;
 mod stream;
 mod stream_state;
 mod tcp;

@@ -3,7 +3,8 @@
 //! from outside it over an owner-only Unix socket.
 //!
 //! Owns the public switch ([`enable`], `DEFERLOOP_PS`), [`Report`] and its
-//! text views ([`Report::ps`], [`Report::pstree`], [`Report::loop_summary`]),
+//! text views ([`Report::ps`], [`Report::pstree`], [`Report::loop_summary`],
+//! [`Report::ss`]),
 //! the socket server ([`serve`], [`PsServer`]) and its client ([`query`]). The
 //! table of Deferreds itself is `deferred/registry.rs`; what runs on the
 //! server thread is `serve.rs`; the text is `text.rs`. Tests: tests/ps_*.rs.
@@ -91,11 +92,13 @@ pub fn is_enabled() -> bool {
 /// thread. With the registry off, the list of Deferreds is empty.
 pub fn snapshot(lp: &Loop) -> Report {
     let (deferreds, _) = registry::pending();
+    let now = lp.time();
     Report {
-        now: lp.time(),
+        now,
         registry_on: registry::on(),
         deferreds,
         monitor: lp.monitor_now(),
+        connections: crate::net::ss::list(now),
     }
 }
 
@@ -113,6 +116,29 @@ pub struct Report {
     pub deferreds: Vec<PendingDeferred>,
     /// The loop's queues (timers, ready callbacks, I/O sources), fresh.
     pub monitor: Snapshot,
+    /// The stream connections opened since the registry was on (`ss`).
+    pub connections: Vec<Connection>,
+}
+
+/// One stream connection, for `ss`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Connection {
+    /// The peer's address (while connecting: the address connected to).
+    pub peer: String,
+    /// `connecting`, `open`, `closing` or `closed`.
+    pub state: &'static str,
+    /// Bytes written by the protocol and not yet taken by the socket.
+    pub write_buffered: usize,
+    /// Reading is paused (by the protocol, a framer, or backpressure).
+    pub reading_paused: bool,
+    /// Writing is paused: the protocol was told to stop producing.
+    pub writing_paused: bool,
+    /// With an idle timeout set: how long since data last arrived, and the
+    /// timeout.
+    pub idle: Option<(std::time::Duration, std::time::Duration)>,
+    /// Where it was opened (listened for, or connected from).
+    pub opened_at: &'static std::panic::Location<'static>,
 }
 
 /// Reads `DEFERLOOP_PS` for a new loop: `1` turns the registry on, `serve`

@@ -229,8 +229,8 @@ fn answer(
     let mut line = String::new();
     BufReader::new((&conn).take(64)).read_line(&mut line)?;
     let view = line.trim();
-    if !["ps", "pstree", "loop", "all", ""].contains(&view) {
-        return conn.write_all(b"unknown view: ask for ps, pstree, loop or all\n");
+    if !["ps", "pstree", "ss", "loop", "all", ""].contains(&view) {
+        return conn.write_all(b"unknown view: ask for ps, pstree, ss, loop or all\n");
     }
     let text = render(view, board, monitor, remote);
     conn.write_all(text.as_bytes())
@@ -291,6 +291,7 @@ fn render(view: &str, board: &Board, monitor: &Monitor, remote: &Remote) -> Stri
         "ps" => report.ps(),
         "pstree" => report.pstree(),
         "loop" => report.loop_summary(),
+        "ss" => report.ss(),
         _ => report.all(),
     });
     out

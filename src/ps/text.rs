@@ -203,14 +203,47 @@ impl Report {
         out
     }
 
-    /// `loop`, `ps` and `pstree`, one after the other.
+    /// `loop`, `ps`, `pstree` and `ss`, one after the other.
     pub fn all(&self) -> String {
         format!(
-            "== loop\n{}\n== ps\n{}\n== pstree\n{}",
+            "== loop\n{}\n== ps\n{}\n== pstree\n{}\n== ss\n{}",
             self.loop_summary(),
             self.ps(),
-            self.pstree()
+            self.pstree(),
+            self.ss()
         )
+    }
+
+    /// The stream connections opened while the registry was on: peer,
+    /// state, bytes waiting to be written, paused directions, idle time
+    /// (where an idle timeout is set), where each was opened. Bytes in and
+    /// out are not counted (nothing is added to the read and write paths).
+    pub fn ss(&self) -> String {
+        let mut out = String::new();
+        if !self.registry_on {
+            out.push_str(
+                "the Deferred registry is off (deferloop::ps::enable, or DEFERLOOP_PS=1)\n",
+            );
+            return out;
+        }
+        let _ = writeln!(out, "{} connections", self.connections.len());
+        for c in &self.connections {
+            let paused = match (c.reading_paused, c.writing_paused) {
+                (true, true) => ", reading and writing paused",
+                (true, false) => ", reading paused",
+                (false, true) => ", writing paused",
+                (false, false) => "",
+            };
+            let idle = c.idle.map_or(String::new(), |(idle, limit)| {
+                format!(", idle {} of {}", dur(idle), dur(limit))
+            });
+            let _ = writeln!(
+                out,
+                "{} {}: {} bytes to write{paused}{idle}, opened at {}",
+                c.state, c.peer, c.write_buffered, c.opened_at
+            );
+        }
+        out
     }
 
     fn waits(&self, p: &PendingDeferred) -> String {
