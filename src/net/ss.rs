@@ -55,9 +55,10 @@ fn row(conn: &Conn, now: Instant) -> Option<Connection> {
     };
     let peer = match (&st.io, &st.connect) {
         (_, Some((_, to))) => to.clone(),
+        // A pipe has no address: its kind stands in for one.
         (Some(io), None) => io
             .peer_addr()
-            .map_or_else(|e| e.to_string(), |a| a.to_string()),
+            .map_or_else(|_| format!("({})", io.name()), |a| a.to_string()),
         (None, None) => "-".into(),
     };
     Some(Connection {

@@ -41,7 +41,7 @@
 //!   Linux): a peer whose uid is not the process's effective uid gets
 //!   `refused` and is closed. Root is not let in by this check either; it
 //!   can read the process's memory anyway.
-//! - Read-only: a request names a view (`ps`, `pstree`, `loop`, `all`);
+//! - Read-only: a request names a view (`ps`, `pstree`, `ss`, `loop`, `all`);
 //!   nothing a client sends changes the process.
 //! - What it shows: counts, sizes, durations, peer addresses and code
 //!   locations (file:line:column) — never payload bytes, never values carried

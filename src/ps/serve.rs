@@ -109,7 +109,7 @@ pub fn serve(lp: &Loop) -> io::Result<PsServer> {
 }
 
 /// Turns the registry on ([`enable`](super::enable)) and serves `ps`,
-/// `pstree`, `loop` and `all` for `lp` on a Unix socket `<dir>/<pid>.sock`,
+/// `pstree`, `ss`, `loop` and `all` for `lp` on a Unix socket `<dir>/<pid>.sock`,
 /// from another thread, until the returned [`PsServer`] is dropped. `dir` is
 /// created with mode 0700 if missing; the socket is made 0600. Call on the
 /// loop's thread. See the [module](super) for the security model.
@@ -334,8 +334,8 @@ fn peer_uid(conn: &UnixStream) -> io::Result<u32> {
     }
 }
 
-/// Asks the process serving at `socket` for `view` (`ps`, `pstree`, `loop`
-/// or `all`) and returns its answer. A `socket` that is a number is a pid:
+/// Asks the process serving at `socket` for `view` (`ps`, `pstree`, `ss`,
+/// `loop` or `all`) and returns its answer. A `socket` that is a number is a pid:
 /// its socket in [`default_dir`].
 ///
 /// # Errors
