@@ -190,3 +190,16 @@ fn as_nobody(path: &std::path::Path) -> Outcome {
         }
     }
 }
+
+#[test]
+fn a_second_server_in_the_same_directory_is_refused() {
+    let ev = EventLoop::new().unwrap();
+    let dir = dir("twice");
+    let first = ps::serve_in(&ev, &dir).unwrap();
+    let e = ps::serve_in(&ev, &dir).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(first.path().exists(), "the first socket is left alone");
+    drop(first);
+    let again = ps::serve_in(&ev, &dir).unwrap();
+    drop(again);
+}

@@ -23,6 +23,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// The sockets this process serves: one per path, so that a second loop
+/// cannot take over (and unlink) the first one's.
+static SERVED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
 /// How often a loop that is serving publishes between requests, at most.
 const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 /// A loop inside one callback for this long is blocked: the server answers
@@ -50,36 +54,36 @@ impl Board {
 }
 
 thread_local! {
-    /// The board this thread's loop publishes onto, and when it last did.
-    static BOARD: RefCell<Option<(Arc<Board>, Instant)>> = const { RefCell::new(None) };
+    /// The boards this thread's loop publishes onto (one per server), and
+    /// when it last did.
+    static BOARDS: RefCell<(Vec<Arc<Board>>, Option<Instant>)> = const { RefCell::new((Vec::new(), None)) };
     /// A server started from `DEFERLOOP_PS=serve`: it lives as long as the thread.
     static KEPT: RefCell<Option<PsServer>> = const { RefCell::new(None) };
 }
 
-/// Publishes onto this thread's board now, if there is one.
+/// Publishes one report onto each of this thread's boards still served.
 fn publish_here(lp: &Loop) {
-    let board = BOARD.with(|b| b.borrow().as_ref().map(|(b, _)| b.clone()));
-    if let Some(board) = board {
-        if board.stop.load(Ordering::Relaxed) {
-            BOARD.with(|b| *b.borrow_mut() = None);
-            return;
-        }
-        board.put(super::snapshot(lp));
-        BOARD.with(|b| {
-            if let Some((_, at)) = b.borrow_mut().as_mut() {
-                *at = Instant::now();
-            }
-        });
+    let boards = BOARDS.with(|b| {
+        let mut b = b.borrow_mut();
+        b.0.retain(|board| !board.stop.load(Ordering::Relaxed));
+        b.1 = Some(Instant::now());
+        b.0.clone()
+    });
+    if boards.is_empty() {
+        return;
+    }
+    let report = super::snapshot(lp);
+    for board in &boards {
+        board.put(report.clone());
     }
 }
 
 /// Start of a turn's callbacks, on a loop that is watched: publishes if
 /// something is served and the last report is a second old.
 pub(crate) fn on_turn(lp: &Loop) {
-    let due = BOARD.with(|b| {
-        b.borrow()
-            .as_ref()
-            .is_some_and(|(_, at)| at.elapsed() >= PUBLISH_EVERY)
+    let due = BOARDS.with(|b| {
+        let b = b.borrow();
+        !b.0.is_empty() && b.1.is_none_or(|at| at.elapsed() >= PUBLISH_EVERY)
     });
     if due {
         publish_here(lp);
@@ -116,11 +120,24 @@ pub fn serve(lp: &Loop) -> io::Result<PsServer> {
 ///
 /// # Errors
 /// `PermissionDenied` if `dir` exists but is not a directory owned by this
-/// process's user with no group or other permissions; any error creating the
-/// directory or binding the socket; the thread could not be spawned.
+/// process's user with no group or other permissions; `AddrInUse` if this
+/// process serves in `dir` already (one loop per directory: give each loop
+/// of a process its own); any error creating the directory or binding the
+/// socket; the thread could not be spawned.
 pub fn serve_in(lp: &Loop, dir: &Path) -> io::Result<PsServer> {
     private_dir(dir)?;
     let path = dir.join(format!("{}.sock", std::process::id()));
+    let mut served = SERVED.lock().unwrap_or_else(|e| e.into_inner());
+    if served.contains(&path) {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "{} is served already (one loop per process and directory)",
+                path.display()
+            ),
+        ));
+    }
+    // A socket left by an earlier process with this pid.
     match std::fs::remove_file(&path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
@@ -129,13 +146,14 @@ pub fn serve_in(lp: &Loop, dir: &Path) -> io::Result<PsServer> {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     super::enable(lp);
     let board = Arc::new(Board::default());
-    BOARD.with(|b| *b.borrow_mut() = Some((board.clone(), Instant::now())));
+    BOARDS.with(|b| b.borrow_mut().0.push(board.clone()));
     publish_here(lp);
     let (monitor, remote) = (lp.monitor(), lp.remote());
     let b2 = board.clone();
     let thread = std::thread::Builder::new()
         .name("deferloop-ps".into())
         .spawn(move || accept_loop(listener, &b2, &monitor, &remote))?;
+    served.push(path.clone());
     Ok(PsServer {
         path,
         board,
@@ -191,12 +209,18 @@ impl PsServer {
 impl Drop for PsServer {
     fn drop(&mut self) {
         self.board.stop.store(true, Ordering::Relaxed);
-        // Wakes the accept; the thread sees `stop` and ends.
-        let _ = UnixStream::connect(&self.path);
-        if let Some(t) = self.thread.take() {
+        // Wakes the accept; the thread sees `stop` and ends. (If the socket
+        // was removed from outside, nothing can wake it: it is left to end
+        // with the process rather than waited for.)
+        let woken = UnixStream::connect(&self.path).is_ok();
+        if let Some(t) = self.thread.take().filter(|_| woken) {
             let _ = t.join();
         }
         let _ = std::fs::remove_file(&self.path);
+        SERVED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|p| *p != self.path);
     }
 }
 
