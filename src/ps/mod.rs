@@ -5,7 +5,8 @@
 //! Owns the public switch ([`enable`], `DEFERLOOP_PS`), [`Report`] and its
 //! text views ([`Report::ps`], [`Report::pstree`], [`Report::loop_summary`],
 //! [`Report::ss`]),
-//! the socket server ([`serve`], [`PsServer`]) and its client ([`query`]). The
+//! the socket server ([`serve`], [`PsServer`]) and its client ([`query`]), and
+//! the dump to the log on a signal ([`log_on_signal`]). The
 //! table of Deferreds itself is `deferred/registry.rs`; what runs on the
 //! server thread is `serve.rs`; the text is `text.rs`. Tests: tests/ps_*.rs.
 //!
@@ -100,6 +101,22 @@ pub fn snapshot(lp: &Loop) -> Report {
         monitor: lp.monitor_now(),
         connections: crate::net::ss::list(now),
     }
+}
+
+/// Turns the registry on and logs the whole report (`loop`, `ps`, `pstree`,
+/// `ss`) at `info` level, target `deferloop::ps`, each time `sig` arrives:
+/// the same dump without a socket. The handler runs on the loop's thread,
+/// between callbacks, so a loop blocked in a callback logs it only once the
+/// callback returns (the socket, or [`Loop::enable_watchdog`], answer while
+/// it is blocked).
+///
+/// # Errors
+/// As for [`Loop::add_signal_handler`].
+pub fn log_on_signal(lp: &Loop, sig: crate::Signal) -> Result<crate::SignalHandler, crate::Error> {
+    enable(lp);
+    lp.add_signal_handler(sig, |lp, sig| {
+        log::info!(target: "deferloop::ps", "{sig:?}: {}", snapshot(lp).all());
+    })
 }
 
 /// A consistent picture of a loop at one moment: its pending Deferreds (what
