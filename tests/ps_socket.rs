@@ -55,6 +55,7 @@ fn a_blocked_loop_answers_with_the_callback_it_is_stuck_in() {
     assert!(answer.contains("timer due in"), "{answer}");
     drop((server, d));
     assert!(!dir.join(format!("{}.sock", std::process::id())).exists());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -77,6 +78,7 @@ fn an_idle_loop_publishes_a_fresh_snapshot_for_each_query() {
     assert!(answer.contains("snapshot taken now"), "{answer}");
     assert!(answer.contains(&format!("{}:{line}", file!())), "{answer}");
     drop((server, pending));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -100,6 +102,7 @@ fn the_socket_is_0600_in_a_0700_directory() {
     assert_eq!(mode(&dir), 0o700);
     assert_eq!(mode(server.path()), 0o600);
     drop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Another uid is kept out twice: by the modes (connect fails), and, with
@@ -134,6 +137,7 @@ fn another_uid_is_refused() {
         "{own}"
     );
     drop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[derive(Debug, PartialEq)]
@@ -202,4 +206,5 @@ fn a_second_server_in_the_same_directory_is_refused() {
     drop(first);
     let again = ps::serve_in(&ev, &dir).unwrap();
     drop(again);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
