@@ -119,6 +119,7 @@ mod error;
 pub mod guide;
 pub mod net;
 pub mod process;
+pub mod ps;
 mod reactor;
 pub mod shutdown;
 pub mod signal;

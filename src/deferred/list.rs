@@ -162,6 +162,7 @@ impl<T: 'static> DeferredList<T> {
                 cancel_weak(w);
             }
         });
+        d.tag_inputs(&self.inputs);
         if n == 0 && !self.fire_on_one_callback {
             r.callback_if_pending(ListResult::All(Vec::new()));
             return d;
@@ -362,6 +363,7 @@ pub fn race<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<(usize, T)> {
         }
     });
     state.borrow_mut().resolver = Some(r);
+    d.tag_inputs(&inputs);
     for (i, input) in inputs.into_iter().enumerate() {
         let s = state.clone();
         input

@@ -42,14 +42,18 @@ struct Q<T> {
     waiting: VecDeque<Resolver<T>>,
     granted: VecDeque<(Resolver<T>, T)>,
     firing: bool,
+    /// Where the queue was made (for `ps`).
+    made_at: &'static std::panic::Location<'static>,
 }
 
 impl<T: 'static> DeferredQueue<T> {
     /// A queue holding at most `size` items and `backlog` waiting getters
     /// (`None`: unbounded).
+    #[track_caller]
     pub fn new(size: Option<usize>, backlog: Option<usize>) -> DeferredQueue<T> {
         DeferredQueue {
             inner: Rc::new(RefCell::new(Q {
+                made_at: std::panic::Location::caller(),
                 size,
                 backlog,
                 pending: VecDeque::new(),
@@ -117,6 +121,10 @@ impl<T: 'static> DeferredQueue<T> {
             }
         });
         q.waiting.push_back(r);
+        d.tag_wait(|| super::registry::Wait::Turn {
+            kind: "queue",
+            created_at: q.made_at,
+        });
         Ok(d)
     }
 

@@ -33,6 +33,7 @@ pub fn defer_later<R: IntoStep>(
     defer_later_on(clock.as_clock(), delay, f, Location::caller())
 }
 
+#[track_caller]
 fn defer_later_on<C: Clock, R: IntoStep>(
     clock: &C,
     delay: Duration,
@@ -53,6 +54,9 @@ fn defer_later_on<C: Clock, R: IntoStep>(
         Ok(t) => *slot.borrow_mut() = Some(t),
         Err(e) => return super::fail(super::errors::loop_failure(e, at)),
     }
+    d.tag_wait(|| super::registry::Wait::Timer {
+        deadline: clock.now() + delay,
+    });
     d.add_callback(move |()| f())
 }
 

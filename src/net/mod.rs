@@ -64,7 +64,7 @@
 //! ```
 
 mod blocks;
-mod core;
+pub(crate) mod core;
 pub mod framing;
 mod limits;
 mod open;

@@ -391,6 +391,7 @@ impl Process {
     /// first, or with [`StatusUnavailable`] if the child was reaped without
     /// the loop (`SIGCHLD` ignored, or another part of the program waited
     /// for it).
+    #[track_caller]
     pub fn wait(&self) -> Deferred<ExitStatus> {
         match self.finished.borrow().clone() {
             Some(Ok(st)) => return succeed(st),
@@ -402,6 +403,7 @@ impl Process {
         };
         let (d, r) = Deferred::new();
         s.waiters.borrow_mut().push(r);
+        d.tag_wait(|| crate::ps::Wait::Process { pid: self.pid });
         d
     }
 }

@@ -228,11 +228,13 @@ impl EventLoop {
             pool: RefCell::new(threads::Pool::new()),
             manual,
         };
-        Ok(EventLoop {
+        let ev = EventLoop {
             lp: Loop {
                 inner: Rc::new(inner),
             },
-        })
+        };
+        crate::ps::from_env(&ev);
+        Ok(ev)
     }
 
     /// The loop as a [`Loop`], the cheap strong handle callbacks get (the
@@ -438,6 +440,14 @@ impl Loop {
         Monitor {
             shared: self.inner.shared.clone(),
         }
+    }
+
+    /// The monitor's snapshot, published now (for `ps`, on the loop's thread).
+    pub(crate) fn monitor_now(&self) -> Snapshot {
+        self.inner.instrument();
+        self.inner.last_publish.set(None);
+        self.inner.publish();
+        self.monitor().snapshot()
     }
 
     /// Starts a watchdog thread that logs (`log::warn!`), while it is still

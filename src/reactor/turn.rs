@@ -156,6 +156,7 @@ impl Inner {
     fn run_ready(&self, lp: &Loop) {
         if self.instrumented.get() {
             self.publish();
+            crate::ps::on_turn(lp);
         }
         let n = self.ready.borrow().len();
         for _ in 0..n {
@@ -173,7 +174,7 @@ impl Inner {
     }
 
     /// Publishes a summary for monitors, at most every 10 ms.
-    fn publish(&self) {
+    pub(super) fn publish(&self) {
         let now = Instant::now();
         if self
             .last_publish

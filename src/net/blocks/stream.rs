@@ -304,7 +304,14 @@ impl Stream {
     #[track_caller]
     fn deferred<T: 'static>(&self) -> (Deferred<T>, Resolver<T>) {
         let spare = self.shared.borrow_mut().spare.take();
-        Deferred::new_in(spare)
+        let (d, r) = Deferred::new_in(spare);
+        d.tag_wait(|| crate::ps::Wait::Read {
+            peer: self
+                .peer_addr()
+                .map_or_else(|e| e.to_string(), |a| a.to_string()),
+            buffered: self.buffered(),
+        });
+        (d, r)
     }
 
     fn request(&self, want: Want, done: Done) {

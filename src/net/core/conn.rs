@@ -211,6 +211,7 @@ impl Conn {
             Ok(conn as Rc<dyn Source>)
         })?;
         let (conn, fd) = made.expect("built");
+        super::ss::track(&conn);
         if let Some(fd) = fd {
             lp.claim_fd(fd, key);
         }
@@ -562,6 +563,9 @@ pub(crate) fn connect<P: Protocol>(
                 drop(garbage);
             }
         }
+    });
+    d.tag_wait(|| crate::ps::Wait::Connect {
+        addr: to.to_string(),
     });
     if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
         *resolver = Some(r);
