@@ -107,6 +107,7 @@
 //! and why.
 
 #![deny(missing_docs)]
+#![deny(missing_debug_implementations)]
 
 #[cfg(not(unix))]
 compile_error!("deferloop runs on Unix-like systems only (Linux, the BSDs, macOS): it is built on readiness I/O and Unix sockets.");

@@ -36,6 +36,7 @@ pub const DEFAULT_PHASE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// A phase of the shutdown sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Phase {
     /// Before anything is closed.
     Before,

@@ -14,7 +14,7 @@ mod util;
 fn all<T>(r: ListResult<T>) -> Vec<Result<T, Failure>> {
     match r {
         ListResult::All(v) => v,
-        ListResult::First { .. } => panic!("expected All"),
+        _ => panic!("expected All"),
     }
 }
 
@@ -86,7 +86,7 @@ fn fire_on_one_callback_gives_the_first_success() {
     br.callback(9).unwrap();
     match l.result().unwrap().unwrap() {
         ListResult::First { index, value } => assert_eq!((index, value), (1, 9)),
-        ListResult::All(_) => panic!("expected First"),
+        _ => panic!("expected First"),
     }
 }
 
@@ -125,13 +125,7 @@ fn fire_on_one_errback_gives_first_error_and_late_failures_are_reported() {
         std::error::Error::source(fe).unwrap().to_string(),
         "first-err-b"
     );
-    assert_eq!(
-        fe,
-        &FirstError {
-            index: 1,
-            failure: boom.clone()
-        }
-    );
+    assert_eq!((fe.index, Failure::ptr_eq(&fe.failure, &boom)), (1, true));
     cr.errback(Failure::msg("late-c")).unwrap();
     drop((ar, br));
     assert_eq!(unhandled("first-err-b"), 0);

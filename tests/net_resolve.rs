@@ -36,10 +36,7 @@ fn table(addrs: Vec<SocketAddr>) -> HostResolver {
 }
 
 fn options(resolver: HostResolver) -> ConnectOptions {
-    ConnectOptions {
-        resolver,
-        ..ConnectOptions::default()
-    }
+    ConnectOptions::default().with_resolver(resolver)
 }
 
 /// A port with nothing listening on it (bound, then closed).
@@ -203,11 +200,9 @@ fn a_lookup_slower_than_its_timeout_fails_in_time() {
 
     // Through connect: the connection fails the same way, protocol uncalled.
     let (p, made) = quiet();
-    let opts = ConnectOptions {
-        resolver: slow,
-        lookup_timeout: Duration::from_millis(50),
-        ..ConnectOptions::default()
-    };
+    let opts = ConnectOptions::default()
+        .with_resolver(slow)
+        .with_lookup_timeout(Duration::from_millis(50));
     let e = ev
         .run_until(ev.connect_tcp_with("slow.test:1", p, &opts).connected())
         .unwrap_err();

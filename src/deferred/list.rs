@@ -19,6 +19,7 @@ use std::rc::Rc;
 
 /// What a [`DeferredList`] fires with.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ListResult<T> {
     /// Every input's result, in input order.
     All(Vec<Result<T, Failure>>),
@@ -77,6 +78,17 @@ pub struct DeferredList<T> {
     fire_on_one_callback: bool,
     fire_on_one_errback: bool,
     consume_errors: bool,
+}
+
+impl<T> std::fmt::Debug for DeferredList<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeferredList")
+            .field("inputs", &self.inputs)
+            .field("fire_on_one_callback", &self.fire_on_one_callback)
+            .field("fire_on_one_errback", &self.fire_on_one_errback)
+            .field("consume_errors", &self.consume_errors)
+            .finish()
+    }
 }
 
 struct ListState<T> {

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 /// The state of a [`Handle`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HandleState {
     /// Waiting to run.
     Pending,

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 /// The callback a loop is running, in a [`Snapshot`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CurrentCallback {
     /// Where the callback was scheduled.
     pub scheduled_at: &'static Location<'static>,

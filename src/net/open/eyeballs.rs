@@ -34,7 +34,20 @@ use std::time::Duration;
 pub const HAPPY_EYEBALLS_DELAY: Duration = Duration::from_millis(250);
 
 /// How [`Loop::connect_tcp_with`] finds and connects to a host.
+///
+/// Built from [`Default`] and the `with_*` setters, so that a field added
+/// later breaks no caller:
+/// ```
+/// use deferloop::net::ConnectOptions;
+/// use std::time::Duration;
+///
+/// let opts = ConnectOptions::default()
+///     .with_lookup_timeout(Duration::from_secs(2))
+///     .with_attempt_delay(None);
+/// assert_eq!(opts.lookup_timeout, Duration::from_secs(2));
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ConnectOptions {
     /// Who looks the name up (default: [`HostResolver::system`]).
     pub resolver: HostResolver,
@@ -53,6 +66,27 @@ impl Default for ConnectOptions {
             lookup_timeout: DEFAULT_LOOKUP_TIMEOUT,
             attempt_delay: Some(HAPPY_EYEBALLS_DELAY),
         }
+    }
+}
+
+impl ConnectOptions {
+    /// Looks names up with `resolver`.
+    pub fn with_resolver(mut self, resolver: HostResolver) -> Self {
+        self.resolver = resolver;
+        self
+    }
+
+    /// Gives up on the lookup after `timeout`.
+    pub fn with_lookup_timeout(mut self, timeout: Duration) -> Self {
+        self.lookup_timeout = timeout;
+        self
+    }
+
+    /// Starts the next address after `delay` while the last attempt is
+    /// pending; `None` tries one address at a time.
+    pub fn with_attempt_delay(mut self, delay: Option<Duration>) -> Self {
+        self.attempt_delay = delay;
+        self
     }
 }
 
