@@ -44,6 +44,35 @@
 //! The library reports through the [`log`](https://docs.rs/log) crate; install
 //! a logger to see what it reports.
 //!
+//! # Errors: which call returns what, and why
+//! One rule decides the shape: **a call that can fail only now returns a
+//! `Result`; a call whose outcome comes later returns a [`Deferred`], and its
+//! failure travels down the chain as a [`Failure`].**
+//! - [`EventLoop::new`] returns `std::io::Result`: the only thing that can go
+//!   wrong is the OS refusing a selector or a pipe, and `?` into any error
+//!   type is what a `main` wants there.
+//! - Calls on the loop itself — [`run`](Loop::run), `call_soon` and
+//!   `call_later` on a closed loop, `listen_tcp` on a port in use,
+//!   [`Remote::call_blocking`] — return [`Error`]: misuse of the loop
+//!   ([`Error::Closed`], [`Error::Running`], [`Error::InvalidInput`]) and OS
+//!   errors ([`Error::Io`]) in one enum, so a program matches once.
+//! - Everything that waits — a connection, a read, a timer, a lookup, a
+//!   child's exit — is a `Deferred<T>`. Its errors are values of any
+//!   `std::error::Error` type inside a [`Failure`], which keeps the type
+//!   ([`check`](Failure::check), [`downcast_ref`](Failure::downcast_ref)) and
+//!   where it arose, because a chain's errbacks must be able to tell a
+//!   [`TimedOut`] from an `io::Error` without a crate-wide enum that every
+//!   user's error would have to join.
+//! - [`run_until`](Loop::run_until) is where the two meet: it returns the
+//!   Deferred's value, or `Error::Failed` holding the chain's `Failure`
+//!   (a loop error such as `Error::Closed` otherwise), so `?` in a `main`
+//!   returning `deferloop::Error`, `anyhow::Error` or `Box<dyn Error>` works.
+//! - Bad input is an error, never a panic: a malformed `"host:port"` fails
+//!   the connect's Deferred with `io::ErrorKind::InvalidInput`, a name that
+//!   does not resolve fails it with an `io::Error` naming the host; a
+//!   constructor that cannot take some value takes a type without it
+//!   (`NonZeroUsize`). Panics are for bugs in the library.
+//!
 //! # Examples
 //! A Deferred fired by a timer, with a callback and a timeout:
 //! ```

@@ -374,7 +374,7 @@ fn wait_for_pool(lp: &Loop, deadline: Duration) -> Deferred<()> {
     }
     let until = later(Instant::now(), deadline);
     let gate = Arc::new((Mutex::new(0usize), Condvar::new()));
-    let jobs = (0..n)
+    let jobs: Vec<Deferred<bool>> = (0..n)
         .map(|_| {
             let gate = gate.clone();
             lp.defer_to_thread(move || {

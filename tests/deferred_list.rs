@@ -355,3 +355,23 @@ fn cancelling_race_cancels_all_and_ignores_later_results() {
     assert!(ar.is_called() && br.is_called());
     assert!(r.result().unwrap().unwrap_err().check::<Cancelled>());
 }
+
+/// The combinators take any `IntoIterator` of Deferreds: an iterator, an
+/// array, or a `Vec` as before.
+#[test]
+fn combinators_take_any_iterator_of_deferreds() {
+    let gathered = gather_results((1..=3u8).map(succeed));
+    assert_eq!(gathered.result().unwrap().unwrap(), vec![1, 2, 3]);
+
+    let (slow, _slow_r) = Deferred::<&str>::new();
+    let first = race([slow, succeed("fast")]);
+    assert_eq!(first.result().unwrap().unwrap(), (1, "fast"));
+
+    let l = DeferredList::new(std::iter::once(succeed(7u8))).build();
+    let results = all(l.result().unwrap().unwrap());
+    assert_eq!(results.len(), 1);
+    assert_eq!(*results[0].as_ref().unwrap(), 7);
+
+    let v = gather_results(vec![succeed(1u8), succeed(2)]);
+    assert_eq!(v.result().unwrap().unwrap(), vec![1, 2]);
+}

@@ -108,7 +108,7 @@ pub fn fetch_all(
         paths: paths.into(),
         next: Rc::default(),
     };
-    let workers = (0..n)
+    let workers: Vec<_> = (0..n)
         .map(|_| worker(jobs.clone(), None, Vec::new()))
         .collect();
     gather_results(workers).map(|all| {

@@ -105,10 +105,11 @@ struct ListState<T> {
 }
 
 impl<T: 'static> DeferredList<T> {
-    /// A list over `inputs` with every switch off.
-    pub fn new(inputs: Vec<Deferred<T>>) -> DeferredList<T> {
+    /// A list over `inputs` (a `Vec`, an array, or any iterator of
+    /// Deferreds) with every switch off.
+    pub fn new(inputs: impl IntoIterator<Item = Deferred<T>>) -> DeferredList<T> {
         DeferredList {
-            inputs,
+            inputs: inputs.into_iter().collect(),
             fire_on_one_callback: false,
             fire_on_one_errback: false,
             consume_errors: false,
@@ -273,7 +274,10 @@ fn record<T: 'static>(
 /// # Ok::<(), deferloop::Error>(())
 /// ```
 #[track_caller]
-pub fn gather_results<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<Vec<T>> {
+pub fn gather_results<T: 'static>(
+    inputs: impl IntoIterator<Item = Deferred<T>>,
+) -> Deferred<Vec<T>> {
+    let inputs: Vec<Deferred<T>> = inputs.into_iter().collect();
     if inputs.iter().all(Deferred::is_ready) {
         return gather_ready(inputs);
     }
@@ -344,7 +348,7 @@ struct Race<T> {
 ///
 /// let ev = EventLoop::new()?;
 /// let ms = Duration::from_millis;
-/// let first = race(vec![
+/// let first = race([
 ///     defer_later(&ev, ms(200), || Ok("mirror A")),
 ///     defer_later(&ev, ms(1), || Ok("mirror B")),
 /// ]);
@@ -353,7 +357,8 @@ struct Race<T> {
 /// # Ok::<(), deferloop::Error>(())
 /// ```
 #[track_caller]
-pub fn race<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<(usize, T)> {
+pub fn race<T: 'static>(inputs: impl IntoIterator<Item = Deferred<T>>) -> Deferred<(usize, T)> {
+    let inputs: Vec<Deferred<T>> = inputs.into_iter().collect();
     let n = inputs.len();
     let state = Rc::new(RefCell::new(Race {
         resolver: None,
