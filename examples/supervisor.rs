@@ -73,33 +73,37 @@ impl Supervisor {
         let mut cmd = Command::new(&self.argv[0]);
         cmd.args(&self.argv[1..]);
         let (me, me2) = (self.clone(), self.clone());
-        let _ = lp.spawn_process(&mut cmd, PassThrough).add_callbacks(
-            move |p: Process| {
-                println!("started {}", p.pid());
-                let _ = std::io::stdout().flush();
-                me.ever_started.set(true);
-                me.started.set(Some(Instant::now()));
-                *me.child.borrow_mut() = Some(p.clone());
-                let me = me.clone();
-                let _ = p.wait().add_callback(move |status| {
-                    me.exited(status);
+        lp.spawn_process(&mut cmd, PassThrough)
+            .add_callbacks(
+                move |p: Process| {
+                    println!("started {}", p.pid());
+                    let _ = std::io::stdout().flush();
+                    me.ever_started.set(true);
+                    me.started.set(Some(Instant::now()));
+                    *me.child.borrow_mut() = Some(p.clone());
+                    let me = me.clone();
+                    p.wait()
+                        .add_callback(move |status| {
+                            me.exited(status);
+                            Ok(())
+                        })
+                        .detach();
                     Ok(())
-                });
-                Ok(())
-            },
-            move |f: Failure| {
-                eprintln!("supervisor: {f}");
-                if me2.ever_started.get() {
-                    me2.schedule_restart();
-                } else {
-                    *me2.fatal.borrow_mut() = Some(f.to_string());
-                    if let Ok(lp) = Loop::current() {
-                        lp.stop();
+                },
+                move |f: Failure| {
+                    eprintln!("supervisor: {f}");
+                    if me2.ever_started.get() {
+                        me2.schedule_restart();
+                    } else {
+                        *me2.fatal.borrow_mut() = Some(f.to_string());
+                        if let Ok(lp) = Loop::current() {
+                            lp.stop();
+                        }
                     }
-                }
-                Ok(())
-            },
-        );
+                    Ok(())
+                },
+            )
+            .detach();
     }
 
     fn exited(self: &Rc<Self>, status: ExitStatus) {
