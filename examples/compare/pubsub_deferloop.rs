@@ -20,8 +20,7 @@ type Topics = Rc<RefCell<HashMap<String, Vec<Stream>>>>;
 
 /// Serves one command, then the next, until the client goes.
 fn serve(s: Stream, topics: Topics) {
-    let _ = s
-        .clone()
+    s.clone()
         .read_line()
         .add_both(move |line: Result<String, Failure>| {
             let Ok(line) = line else {
@@ -39,7 +38,8 @@ fn serve(s: Stream, topics: Topics) {
             }
             serve(s, topics);
             Ok::<(), Failure>(())
-        });
+        })
+        .detach();
 }
 
 /// Sends `topic message` to the topic's subscribers; drops the ones gone
