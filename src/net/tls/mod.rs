@@ -57,7 +57,7 @@ mod io;
 mod records;
 mod start;
 
-pub use config::{ClientConfig, ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT};
+pub use config::{ClientConfig, ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT, SYSTEM_ROOT_FILES};
 /// The rustls crate, for [`ClientConfig::from_rustls`] and
 /// [`ServerConfig::from_rustls`].
 pub use rustls;
