@@ -60,7 +60,10 @@ impl StartTls {
     }
 }
 
-fn client_session(config: &ClientConfig, name: &str) -> Result<rustls::Connection, TlsError> {
+pub(super) fn client_session(
+    config: &ClientConfig,
+    name: &str,
+) -> Result<rustls::Connection, TlsError> {
     let name = ServerName::try_from(name.to_owned())
         .map_err(|e| TlsError::Config(format!("server name {name:?}: {e}")))?;
     let c = rustls::ClientConnection::new(config.rustls()?, name).map_err(TlsError::Rustls)?;
@@ -72,7 +75,7 @@ fn server_session(config: &ServerConfig) -> Result<rustls::Connection, TlsError>
     Ok(rustls::Connection::Server(c))
 }
 
-fn invalid(e: TlsError) -> io::Error {
+pub(super) fn invalid(e: TlsError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, e)
 }
 
@@ -192,7 +195,7 @@ fn layer(
     slot.set(arm_deadline(conn, lp, timeout));
 }
 
-fn arm_deadline(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) -> Option<Handle> {
+pub(super) fn arm_deadline(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) -> Option<Handle> {
     let weak = Rc::downgrade(conn);
     lp.call_later(timeout, move |lp| {
         if let Some(conn) = weak.upgrade() {
