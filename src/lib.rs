@@ -42,7 +42,10 @@
 //!   error): [`Error`].
 //!
 //! The library reports through the [`log`](https://docs.rs/log) crate; install
-//! a logger to see what it reports.
+//! a logger to see what it reports. Records about a connection, a Deferred or
+//! a slow callback carry key-value fields (`peer`, `deferred_created_at`,
+//! `scheduled_at`, ...) for a structured logger; [`Loop::stats`] is a cheap
+//! snapshot of counters ([`Stats`]) for a metrics exporter to poll.
 //!
 //! # Errors: which call returns what, and why
 //! One rule decides the shape: **a call that can fail only now returns a
@@ -166,7 +169,7 @@ pub use deferred::{Abandoned, Cancelled, FailureGroup, LoopClosed, TimedOut};
 pub use error::{Error, Result};
 pub use reactor::{
     default_exception_handler, CurrentCallback, EventLoop, ExceptionContext, Handle, HandleState,
-    IoInfo, Loop, Monitor, Remote, Snapshot, TimerInfo, DEFAULT_POOL_CLOSE_TIMEOUT,
+    IoInfo, Loop, Monitor, Remote, Snapshot, Stats, TimerInfo, DEFAULT_POOL_CLOSE_TIMEOUT,
 };
 pub use signal::{Signal, SignalHandler};
 

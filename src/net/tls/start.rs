@@ -146,7 +146,7 @@ fn accept(lp: &Loop, conn: &Rc<Conn>, peer: &SockAddr, config: &ServerConfig) {
     let tls = match server_session(config) {
         Ok(tls) => tls,
         Err(e) => {
-            log::warn!("deferloop: TLS session for {peer}: {e}");
+            log::warn!(peer:% = peer; "deferloop: TLS session for {peer}: {e}");
             let garbage = conn.discard(lp);
             drop(garbage);
             return;
@@ -231,7 +231,9 @@ fn handshake_timed_out(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) {
             let e = io::Error::new(io::ErrorKind::TimedOut, format!("connect to {to}: {e}"));
             r.errback_if_pending(e);
         }
-        Some((None, peer)) => log::debug!("deferloop: TLS client {peer}: {e}"),
+        Some((None, peer)) => {
+            log::debug!(peer = peer.as_str(); "deferloop: TLS client {peer}: {e}")
+        }
         None => {}
     }
 }
