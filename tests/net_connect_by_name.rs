@@ -22,11 +22,12 @@ fn greeter(ev: &EventLoop) -> (deferloop::net::Listener, u16) {
     (l, port)
 }
 
-fn failure_of<T: 'static>(ev: &EventLoop, d: deferloop::Deferred<T>) -> Failure {
-    match ev.run_until(d.add_timeout(T, &ev.to_loop())) {
-        Ok(_) => panic!("expected a failure"),
-        Err(f) => f,
-    }
+/// The failure `d` ends with (it must fail), as the chain holds it.
+fn failure_of<V: 'static>(ev: &EventLoop, d: deferloop::Deferred<V>) -> Failure {
+    let outcome = d
+        .add_timeout(T, &ev.to_loop())
+        .add_both(|r: Result<V, Failure>| Ok::<_, Failure>(r.err()));
+    ev.run_until(outcome).unwrap().expect("expected a failure")
 }
 
 /// Answers `v4only.test` with a loopback IPv4 address, and nothing else.

@@ -129,12 +129,13 @@ impl Stream {
     /// A name that does not resolve is an error on the stream, not a panic:
     /// ```
     /// use deferloop::net::Stream;
-    /// use deferloop::EventLoop;
+    /// use deferloop::{EventLoop, Failure};
     ///
     /// let ev = EventLoop::new()?;
     /// let s = Stream::connect(&ev, "nonexistent.invalid:80");
-    /// let e = ev.run_until(s.connected()).unwrap_err();
-    /// assert!(e.to_string().contains("nonexistent.invalid"), "{e}");
+    /// let failed = s.connected().add_both(|r| Ok::<_, Failure>(r.err()));
+    /// let f = ev.run_until(failed).unwrap().expect("the connect fails");
+    /// assert!(f.to_string().contains("nonexistent.invalid"), "{f}");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[track_caller]
