@@ -112,7 +112,7 @@ fn lock_semaphore_and_queue_turns_name_their_kind_and_site() {
     let sem_line = line!() + 1;
     let sem = DeferredSemaphore::new(NonZeroUsize::new(1).unwrap());
     let q_line = line!() + 1;
-    let q = DeferredQueue::<u8>::new(None, None);
+    let q = DeferredQueue::<u8>::unbounded();
     let held = (lock.acquire(), sem.acquire());
     let (l_line, lw) = (line!(), lock.acquire());
     let (s_line, sw) = (line!(), sem.acquire());

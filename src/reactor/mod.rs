@@ -17,6 +17,7 @@ mod ready;
 mod remote;
 mod run;
 pub(crate) mod source;
+mod stats;
 mod threads;
 mod turn;
 
@@ -47,6 +48,7 @@ pub use handle::{Handle, HandleState};
 pub(crate) use key::SourceKey;
 pub use remote::Remote;
 pub(crate) use source::{PostAction, Ready, Source};
+pub use stats::Stats;
 pub use threads::DEFAULT_POOL_CLOSE_TIMEOUT;
 
 /// Step 2 never sleeps longer than this ("avoid OS limitations", as asyncio).
@@ -87,6 +89,7 @@ pub(crate) struct Inner {
     instrumented: Cell<bool>,
     last_publish: Cell<Option<Instant>>,
     turns: Cell<u64>,
+    counters: stats::Counters,
     handler: RefCell<Option<ExceptionHandler>>,
     pool: RefCell<threads::Pool>,
     /// Time stands still unless this clock is advanced (`with_manual_clock`).
@@ -224,6 +227,7 @@ impl EventLoop {
             instrumented: Cell::new(false),
             last_publish: Cell::new(None),
             turns: Cell::new(0),
+            counters: stats::Counters::default(),
             handler: RefCell::new(None),
             pool: RefCell::new(threads::Pool::new()),
             manual,
@@ -586,6 +590,7 @@ impl Inner {
         let plain = ctx.is_empty();
         let outer = if plain { None } else { Some(ctx.enter()) };
         let result = panic::catch_unwind(AssertUnwindSafe(|| f(lp)));
+        self.counters.callback_ran();
         if let Some(outer) = outer {
             outer.enter();
         } else {
@@ -603,11 +608,8 @@ impl Inner {
                 location: Some(loc),
             });
         }
-        if let (Some(t0), true) = (started, self.debug.get()) {
-            let took = t0.elapsed();
-            if took >= self.slow_callback.get() {
-                log::warn!("deferloop: executing callback scheduled at {loc} took {took:.3?}");
-            }
+        if let Some(t0) = started {
+            stats::timed(self, loc, t0.elapsed());
         }
     }
 }

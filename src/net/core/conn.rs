@@ -212,6 +212,7 @@ impl Conn {
         })?;
         let (conn, fd) = made.expect("built");
         super::ss::track(&conn);
+        lp.counters().conn_opened();
         if let Some(fd) = fd {
             lp.claim_fd(fd, key);
         }
@@ -320,9 +321,8 @@ impl Conn {
         if !st.accepts_writes() {
             st.dropped_writes += 1;
             if st.dropped_writes == 1 {
-                log::warn!(
-                    "deferloop: write of {total} bytes to a closing or closed transport ignored"
-                );
+                log::warn!(peer:% = super::dispatch::peer_of(st), conn_at:% = self.at, bytes = total;
+                    "deferloop: write of {total} bytes to a closing or closed transport ignored");
             }
             return;
         }
@@ -335,7 +335,10 @@ impl Conn {
             st.direct_turn = turn;
             let io = st.io.as_mut().expect("an open stream has its io");
             match write_parts_now(&mut **io, parts, total) {
-                Ok(n) => written = n,
+                Ok(n) => {
+                    written = n;
+                    lp.counters().sent(n);
+                }
                 Err(e) => return self.close_now(lp, st, Some(Failure::new(e))),
             }
             // A layer may take it all and the socket refuse its records.
@@ -363,7 +366,8 @@ impl Conn {
         }
         if st.wbuf.len() > st.cap {
             let e = crate::net::WriteBufferFull { cap: st.cap };
-            log::warn!("deferloop: {e}; connection aborted");
+            log::warn!(peer:% = super::dispatch::peer_of(st), conn_at:% = self.at, cap = st.cap;
+                "deferloop: {e}; connection aborted");
             return self.close_now(lp, st, Some(Failure::new(e)));
         }
         self.wake(lp);
@@ -388,6 +392,7 @@ impl Conn {
             match io.write(st.wbuf.pending()) {
                 Ok(0) => break Err(io::Error::from(io::ErrorKind::WriteZero)),
                 Ok(n) => {
+                    lp.counters().sent(n);
                     st.wbuf.consume(n);
                     st.took = st.took.saturating_add(n);
                 }

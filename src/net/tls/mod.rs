@@ -6,6 +6,11 @@
 //!   connection handshakes first; its protocol is built and hears
 //!   `connection_made` once the handshake is done. A client that fails or
 //!   does not finish its handshake in time is dropped, its protocol uncalled.
+//! - [`Loop::connect_tls_to`](crate::Loop::connect_tls_to): a client by
+//!   name (`"example.com:443"`): the name is looked up, its addresses raced
+//!   (Happy Eyeballs), and the same name sent as SNI and verified;
+//!   [`Stream::connect_tls`](crate::net::Stream::connect_tls) reads replies
+//!   as Deferreds.
 //! - [`Loop::connect_tls`](crate::Loop::connect_tls): a client. The
 //!   certificate is verified and the host name checked (SNI sent); the
 //!   connect's Deferred fires after the handshake, or fails with its error
@@ -52,12 +57,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod by_name;
 mod config;
 mod io;
 mod records;
 mod start;
 
-pub use config::{ClientConfig, ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT};
+pub use config::{ClientConfig, ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT, SYSTEM_ROOT_FILES};
 /// The rustls crate, for [`ClientConfig::from_rustls`] and
 /// [`ServerConfig::from_rustls`].
 pub use rustls;

@@ -60,7 +60,10 @@ impl StartTls {
     }
 }
 
-fn client_session(config: &ClientConfig, name: &str) -> Result<rustls::Connection, TlsError> {
+pub(super) fn client_session(
+    config: &ClientConfig,
+    name: &str,
+) -> Result<rustls::Connection, TlsError> {
     let name = ServerName::try_from(name.to_owned())
         .map_err(|e| TlsError::Config(format!("server name {name:?}: {e}")))?;
     let c = rustls::ClientConnection::new(config.rustls()?, name).map_err(TlsError::Rustls)?;
@@ -72,7 +75,7 @@ fn server_session(config: &ServerConfig) -> Result<rustls::Connection, TlsError>
     Ok(rustls::Connection::Server(c))
 }
 
-fn invalid(e: TlsError) -> io::Error {
+pub(super) fn invalid(e: TlsError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, e)
 }
 
@@ -142,7 +145,7 @@ fn accept(lp: &Loop, conn: &Rc<Conn>, peer: &SockAddr, config: &ServerConfig) {
     let tls = match server_session(config) {
         Ok(tls) => tls,
         Err(e) => {
-            log::warn!("deferloop: TLS session for {peer}: {e}");
+            log::warn!(peer:% = peer; "deferloop: TLS session for {peer}: {e}");
             let garbage = conn.discard(lp);
             drop(garbage);
             return;
@@ -191,7 +194,7 @@ fn layer(
     slot.set(arm_deadline(conn, lp, timeout));
 }
 
-fn arm_deadline(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) -> Option<Handle> {
+pub(super) fn arm_deadline(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) -> Option<Handle> {
     let weak = Rc::downgrade(conn);
     lp.call_later(timeout, move |lp| {
         if let Some(conn) = weak.upgrade() {
@@ -227,7 +230,9 @@ fn handshake_timed_out(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) {
             let e = io::Error::new(io::ErrorKind::TimedOut, format!("connect to {to}: {e}"));
             r.errback_if_pending(e);
         }
-        Some((None, peer)) => log::debug!("deferloop: TLS client {peer}: {e}"),
+        Some((None, peer)) => {
+            log::debug!(peer = peer.as_str(); "deferloop: TLS client {peer}: {e}")
+        }
         None => {}
     }
 }
