@@ -136,7 +136,8 @@ impl ChildState {
             Ok(None) => return,
             Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Err(self.unavailable()),
             Err(e) => {
-                log::warn!("deferloop: waiting for {} failed: {e}", self.command);
+                log::warn!(pid = self.pid, command:% = self.command;
+                    "deferloop: waiting for {} failed: {e}", self.command);
                 return;
             }
         };
