@@ -19,6 +19,7 @@ mod run;
 pub(crate) mod source;
 mod threads;
 mod turn;
+mod waits;
 
 use crate::clock::{Clock, ManualClock};
 use crate::context::Context;
