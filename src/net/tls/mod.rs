@@ -3,9 +3,10 @@
 //! block runs over TLS unchanged (Twisted's `TLSMemoryBIOProtocol`).
 //!
 //! - [`Loop::listen_tls`](crate::Loop::listen_tls): a server. Each accepted
-//!   connection handshakes first; its protocol is built and hears
-//!   `connection_made` once the handshake is done. A client that fails or
-//!   does not finish its handshake in time is dropped, its protocol uncalled.
+//!   connection's protocol is built at accept, as asyncio and Twisted do,
+//!   and hears `connection_made` once the handshake is done. A client that
+//!   fails or does not finish its handshake in time is dropped, its
+//!   protocol built but never called.
 //! - [`Loop::connect_tls`](crate::Loop::connect_tls): a client. The
 //!   certificate is verified and the host name checked (SNI sent); the
 //!   connect's Deferred fires after the handshake, or fails with its error

@@ -78,12 +78,14 @@ fn invalid(e: TlsError) -> io::Error {
 
 impl Loop {
     /// Listens on `addr` for TLS clients, as [`listen_tcp`](Loop::listen_tcp)
-    /// does for plain ones. Each accepted connection handshakes first; its
-    /// protocol hears `connection_made` once the handshake is done (so it
-    /// can ask [`Transport::tls_alpn_protocol`]). A client whose handshake
-    /// fails, or is not done within the config's deadline
+    /// does for plain ones. The factory runs when a connection is accepted,
+    /// before its handshake (asyncio's and Twisted's order); the protocol
+    /// hears `connection_made` once the handshake is done (so it can ask
+    /// [`Transport::tls_alpn_protocol`]). A client whose handshake fails, or
+    /// is not done within the config's deadline
     /// ([`DEFAULT_HANDSHAKE_TIMEOUT`](super::DEFAULT_HANDSHAKE_TIMEOUT)), is
-    /// disconnected and its protocol never called (logged at `debug`).
+    /// disconnected and its protocol, built, is dropped without a call
+    /// (logged at `debug`).
     ///
     /// # Errors
     /// As for [`listen_tcp`](Loop::listen_tcp).
