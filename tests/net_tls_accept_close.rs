@@ -66,3 +66,57 @@ fn a_tls_listener_builds_its_protocol_at_accept_and_calls_it_after_the_handshake
         "the silent client's protocol was called"
     );
 }
+
+/// A TLS 1.3 client that writes, sends its close_notify and closes at once,
+/// with the server's session tickets unread (so its close resets the
+/// connection): the server gets the data, the end, and a clean
+/// `connection_lost(None)` — its own close_notify, which can no longer be
+/// sent, is not an error once the peer's has arrived.
+#[test]
+fn a_one_shot_tls_client_ends_cleanly_on_the_server() {
+    use std::io::Write;
+    let ev = EventLoop::new().unwrap();
+    let pki = tls::localhost();
+    let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
+    let s = seen.clone();
+    let l = ev
+        .listen_tls(
+            "127.0.0.1:0".parse().unwrap(),
+            &tls::server(&pki),
+            move || {
+                let (rec, shared) = Rec::new();
+                s.borrow_mut().push(shared);
+                rec
+            },
+        )
+        .unwrap();
+    let to = inet(l.local_addr());
+    let client = std::thread::spawn(move || {
+        let (mut sock, mut c) = tls::raw_connect(&pki, to);
+        // Wait until the server's session tickets are in the socket, unread:
+        // closing then sends a reset instead of a FIN.
+        let mut one = [0u8; 1];
+        assert_eq!(sock.peek(&mut one).unwrap(), 1);
+        c.writer().write_all(b"one request").unwrap();
+        c.send_close_notify();
+        while c.wants_write() {
+            c.write_tls(&mut sock).unwrap();
+        }
+        drop(sock);
+    });
+    run_until(&ev, T, || {
+        seen.borrow()
+            .first()
+            .is_some_and(|s| s.borrow().events.iter().any(|e| matches!(e, Ev::Lost(_))))
+    });
+    client.join().unwrap();
+    let s = seen.borrow()[0].clone();
+    let s = s.borrow();
+    assert_eq!(s.bytes, b"one request");
+    assert!(
+        s.events.iter().any(|e| matches!(e, Ev::Eof)),
+        "{:?}",
+        s.events
+    );
+    assert!(s.reason.is_none(), "a clean end reported as {:?}", s.reason);
+}
