@@ -88,17 +88,22 @@ pub enum TlsError {
 }
 
 impl TlsError {
-    /// The `TlsError` a failure carries, if any (inside an `io::Error`, or
-    /// itself). A failed connect's error names the address in its message
-    /// and carries only that message.
+    /// The `TlsError` a failure carries, if any: itself, or anywhere in its
+    /// source chain (inside an `io::Error`, or the
+    /// [`ConnectFailed`](crate::net::ConnectFailed) of a failed connect).
     pub fn of(failure: &Failure) -> Option<&TlsError> {
-        if let Some(e) = failure.downcast_ref::<TlsError>() {
-            return Some(e);
+        let mut at: Option<&(dyn std::error::Error + 'static)> = Some(failure.error());
+        while let Some(e) = at {
+            if let Some(t) = e.downcast_ref::<TlsError>() {
+                return Some(t);
+            }
+            at = match e.downcast_ref::<std::io::Error>() {
+                // `io::Error::source` skips its own payload.
+                Some(io) => io.get_ref().map(|p| p as _),
+                None => e.source(),
+            };
         }
-        failure
-            .downcast_ref::<std::io::Error>()?
-            .get_ref()?
-            .downcast_ref::<TlsError>()
+        None
     }
 }
 
@@ -118,11 +123,6 @@ impl fmt::Display for TlsError {
     }
 }
 
-impl std::error::Error for TlsError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            TlsError::Rustls(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// No source: the engine's error is in the text already (a chain walk would
+/// print it twice) and is reached by matching [`TlsError::Rustls`].
+impl std::error::Error for TlsError {}
