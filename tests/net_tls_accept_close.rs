@@ -8,6 +8,7 @@
 mod tls;
 mod util;
 
+use deferloop::net::tls::TlsError;
 use deferloop::net::SockAddr;
 use deferloop::EventLoop;
 use std::cell::Cell;
@@ -119,4 +120,47 @@ fn a_one_shot_tls_client_ends_cleanly_on_the_server() {
         s.events
     );
     assert!(s.reason.is_none(), "a clean end reported as {:?}", s.reason);
+}
+
+/// A failed TLS connect: the `TlsError` is found by walking the source chain
+/// of the failure, and of the `deferloop::Error` it reaches `main` as; the
+/// chain's text names the address once and the reason once.
+#[test]
+fn a_failed_tls_connect_keeps_its_tls_error_in_the_source_chain() {
+    let ev = EventLoop::new().unwrap();
+    let pki = tls::localhost();
+    let l = ev
+        .listen_tls("127.0.0.1:0".parse().unwrap(), &tls::server(&pki), || {
+            Rec::echo().0
+        })
+        .unwrap();
+    let to = inet(l.local_addr());
+    let c = ev.connect_tls(
+        to,
+        "not-localhost.example",
+        &tls::client(&pki),
+        Rec::new().0,
+    );
+    let e = ev
+        .run_until(c.connected().add_timeout(T, &ev))
+        .expect_err("a wrong name fails");
+    let f = e.failure().expect("a failure").clone();
+    let mut chain: Option<&(dyn std::error::Error + 'static)> = Some(f.error());
+    let mut found = false;
+    while let Some(err) = chain {
+        found |= err.downcast_ref::<TlsError>().is_some();
+        chain = err.source();
+    }
+    assert!(found, "no TlsError in the chain of {f}");
+    let mut chain: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut found = false;
+    while let Some(err) = chain {
+        found |= matches!(err.downcast_ref::<TlsError>(), Some(TlsError::Rustls(_)));
+        chain = err.source();
+    }
+    assert!(found, "no TlsError in the chain of {e:#}");
+    assert!(TlsError::of(&f).is_some(), "TlsError::of finds it");
+    let text = format!("{e:#}");
+    assert_eq!(text.matches("connect to").count(), 1, "{text}");
+    assert_eq!(text.matches("not valid for name").count(), 1, "{text}");
 }

@@ -9,7 +9,7 @@ use crate::net::core::conn::{connect, Conn, ConnState};
 use crate::net::core::connection::{Connection, ProtocolFactory};
 use crate::net::core::io::{Tcp, Wire};
 use crate::net::core::Phase;
-use crate::net::{Listener, Protocol, SockAddr, Transport};
+use crate::net::{ConnectFailed, Listener, Protocol, SockAddr, Transport};
 use crate::reactor::Ready;
 use crate::{Error, Failure, Handle, Loop};
 use rustls::pki_types::ServerName;
@@ -227,8 +227,7 @@ fn handshake_timed_out(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) {
     drop(garbage);
     match connect {
         Some((Some(r), to)) => {
-            let e = io::Error::new(io::ErrorKind::TimedOut, format!("connect to {to}: {e}"));
-            r.errback_if_pending(e);
+            r.errback_if_pending(ConnectFailed::wrap(&to, e));
         }
         Some((None, peer)) => log::debug!("deferloop: TLS client {peer}: {e}"),
         None => {}
