@@ -8,6 +8,7 @@ mod callback;
 mod decay;
 mod embed;
 mod exceptions;
+pub(crate) mod give_back;
 mod handle;
 mod key;
 pub(crate) mod monitor;
