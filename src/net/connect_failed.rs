@@ -11,7 +11,7 @@ use std::io;
 ///
 /// Its text is "connect to ADDR"; the cause is its
 /// [`source`](StdError::source) — the cause's own payload when it has one (a
-/// [`TlsError`](crate::net::tls::TlsError), say), else the OS error — so a
+/// `TlsError`, say), else the OS error — so a
 /// chain walk (`anyhow`'s `{:#}`, [`Failure`](crate::Failure)'s text) names
 /// the address once and the reason once, and finds the cause by type.
 #[derive(Debug)]
