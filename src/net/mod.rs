@@ -64,6 +64,7 @@
 //! ```
 
 mod blocks;
+mod connect_failed;
 pub(crate) mod core;
 pub mod framing;
 mod limits;
@@ -79,6 +80,7 @@ pub use self::core::transport::Transport;
 pub use blocks::relay::{copy, relay};
 pub use blocks::stream::{Stream, StreamProtocol};
 pub use blocks::stream_state::{IncompleteRead, LineTooLong, DEFAULT_READ_LIMIT};
+pub use connect_failed::ConnectFailed;
 pub use limits::Limits;
 pub use open::adopt::bind_reuseport;
 pub use open::listener::Listener;

@@ -8,6 +8,7 @@ mod callback;
 mod decay;
 mod embed;
 mod exceptions;
+pub(crate) mod give_back;
 mod handle;
 mod key;
 pub(crate) mod monitor;
@@ -20,6 +21,7 @@ pub(crate) mod source;
 mod stats;
 mod threads;
 mod turn;
+mod waits;
 
 use crate::clock::{Clock, ManualClock};
 use crate::context::Context;

@@ -177,11 +177,16 @@ impl Stream {
         };
         let (transport, _, connected) = connect(proto).into_parts();
         let stream = Stream { shared, transport };
-        let weak = Rc::downgrade(&stream.shared);
+        // Held strongly until the connect is settled: a failed connect drops
+        // the protocol (the state's other owner) before this runs, and a
+        // stream whose handle was dropped (`relay(&a, &Stream::connect(..))`)
+        // must still fail what waits on it, a copy's Deferred among them,
+        // with the connect's error rather than abandon it.
+        let held = stream.shared.clone();
         connected
             .add_both(move |r: Result<Transport, Failure>| {
-                if let (Err(f), Some(shared)) = (r, weak.upgrade()) {
-                    lost(&shared, Some(f));
+                if let Err(f) = r {
+                    lost(&held, Some(f));
                 }
                 Ok::<_, Failure>(())
             })

@@ -19,7 +19,7 @@ use crate::deferred::LoopClosed;
 use crate::net::core::buffer::WriteBuf;
 use crate::net::core::io::Wire;
 use crate::net::core::{self, Phase, WeakConn};
-use crate::net::{Connection, Limits, Protocol, SockAddr, Transport};
+use crate::net::{ConnectFailed, Connection, Limits, Protocol, SockAddr, Transport};
 use crate::reactor::{Ready, Source, SourceKey, WeakLoop};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
 use smallvec::SmallVec;
@@ -542,21 +542,11 @@ pub(crate) fn connect<P: Protocol>(
     let failed = |f: Failure| Connection::new(Transport::dangling(), fail(f));
     let io = match io {
         Ok(io) => io,
-        Err(e) => {
-            return failed(Failure::new(io::Error::new(
-                e.kind(),
-                format!("connect to {to}: {e}"),
-            )))
-        }
+        Err(e) => return failed(Failure::new(ConnectFailed::wrap(&to, e))),
     };
     let conn = match Conn::open(lp, io, Box::new(protocol), Some(to.to_string()), at) {
         Ok(conn) => conn,
-        Err(Error::Io(e)) => {
-            return failed(Failure::new(io::Error::new(
-                e.kind(),
-                format!("connect to {to}: {e}"),
-            )))
-        }
+        Err(Error::Io(e)) => return failed(Failure::new(ConnectFailed::wrap(&to, e))),
         Err(Error::Closed) => return failed(Failure::new(LoopClosed)),
         Err(e) => return failed(Failure::new(e)),
     };

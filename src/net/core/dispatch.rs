@@ -6,7 +6,7 @@ use crate::deferred::LoopClosed;
 use crate::net::core::buffer;
 use crate::net::core::conn::Conn;
 use crate::net::core::{self, Phase};
-use crate::net::{Protocol, Transport};
+use crate::net::{ConnectFailed, Protocol, Transport};
 use crate::reactor::{PostAction, Ready, Source, SourceKey};
 use crate::{Error, Failure, Loop};
 use std::io;
@@ -41,8 +41,7 @@ impl Conn {
                 drop(garbage);
                 match resolver {
                     Some(r) => {
-                        let e = io::Error::new(e.kind(), format!("connect to {to}: {e}"));
-                        r.errback_if_pending(e);
+                        r.errback_if_pending(ConnectFailed::wrap(&to, e));
                     }
                     // An accepted TLS client: nobody waits, as documented on
                     // `listen_tls`, the failure goes to the log.

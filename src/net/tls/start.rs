@@ -9,7 +9,7 @@ use crate::net::core::conn::{connect, Conn, ConnState};
 use crate::net::core::connection::{Connection, ProtocolFactory};
 use crate::net::core::io::{Tcp, Wire};
 use crate::net::core::Phase;
-use crate::net::{Listener, Protocol, SockAddr, Transport};
+use crate::net::{ConnectFailed, Listener, Protocol, SockAddr, Transport};
 use crate::reactor::Ready;
 use crate::{Error, Failure, Handle, Loop};
 use rustls::pki_types::ServerName;
@@ -81,12 +81,14 @@ pub(super) fn invalid(e: TlsError) -> io::Error {
 
 impl Loop {
     /// Listens on `addr` for TLS clients, as [`listen_tcp`](Loop::listen_tcp)
-    /// does for plain ones. Each accepted connection handshakes first; its
-    /// protocol hears `connection_made` once the handshake is done (so it
-    /// can ask [`Transport::tls_alpn_protocol`]). A client whose handshake
-    /// fails, or is not done within the config's deadline
+    /// does for plain ones. The factory runs when a connection is accepted,
+    /// before its handshake (asyncio's and Twisted's order); the protocol
+    /// hears `connection_made` once the handshake is done (so it can ask
+    /// [`Transport::tls_alpn_protocol`]). A client whose handshake fails, or
+    /// is not done within the config's deadline
     /// ([`DEFAULT_HANDSHAKE_TIMEOUT`](super::DEFAULT_HANDSHAKE_TIMEOUT)), is
-    /// disconnected and its protocol never called (logged at `debug`).
+    /// disconnected and its protocol, built, is dropped without a call
+    /// (logged at `debug`).
     ///
     /// # Errors
     /// As for [`listen_tcp`](Loop::listen_tcp).
@@ -227,8 +229,7 @@ fn handshake_timed_out(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) {
     drop(garbage);
     match connect {
         Some((Some(r), to)) => {
-            let e = io::Error::new(io::ErrorKind::TimedOut, format!("connect to {to}: {e}"));
-            r.errback_if_pending(e);
+            r.errback_if_pending(ConnectFailed::wrap(&to, e));
         }
         Some((None, peer)) => {
             log::debug!(peer = peer.as_str(); "deferloop: TLS client {peer}: {e}")
