@@ -488,10 +488,30 @@ fn main() {
     );
 }
 
+/// For callgrind: `count chain N` runs N 10-step chains (benches/deferred.rs's
+/// first table), to be profiled with callgrind_annotate.
+fn chains(n: u64) {
+    let mut sum = 0;
+    for i in 0..n {
+        let (d, r) = Deferred::<u64>::new();
+        let mut d = d;
+        for _ in 0..10 {
+            d = d.add_callback(|x| Ok::<_, Failure>(x + 1));
+        }
+        r.callback(i).unwrap();
+        sum += d.result().unwrap().unwrap();
+    }
+    assert!(sum > 0);
+}
+
 /// For callgrind (scripts/scale_instructions.sh): `count add N` watches N
 /// file descriptors; `count remove N` watches them and then removes them
-/// all, so the difference of the two counts is the cost of N removals.
+/// all, so the difference of the two counts is the cost of N removals;
+/// `count chain N`: see [`chains`].
 fn count(what: &str, n: u64) {
+    if what == "chain" {
+        return chains(n);
+    }
     let ev = EventLoop::new().unwrap();
     let mut pipe = [0; 2];
     // SAFETY: `pipe` has room for the two fds.
