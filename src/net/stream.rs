@@ -362,11 +362,13 @@ impl Stream {
                 break;
             }
         }
+        // A read of 0 bytes needs no input: it must not wait for some.
+        let needs_none = matches!(want, Want::Exactly(0));
         let mut st = self.shared.borrow_mut();
         st.pending.push_back(Request { want, done });
         let idle = !st.delivering && !st.scheduled;
         let has_input = st.available() > 0 || st.eof || st.lost.is_some();
-        if idle && has_input {
+        if idle && (has_input || needs_none) {
             st.scheduled = true;
             let lp = st.lp.upgrade();
             drop(st);
