@@ -41,7 +41,8 @@ pub enum FrameError {
     /// it (a line without its delimiter, a message shorter than its prefix
     /// said) are all there will be.
     Truncated {
-        /// Bytes of the unfinished frame.
+        /// Bytes of the unfinished frame: of a line, of a message after its
+        /// prefix (0 when only the prefix had come), or of a prefix cut short.
         buffered: usize,
     },
 }
@@ -118,8 +119,8 @@ macro_rules! forward_protocol {
             self.inner.connection_made(t)
         }
         fn eof_received(&mut self, t: &Transport) -> bool {
-            let buffered = self.decoder.buffered();
-            if buffered > 0 {
+            if self.decoder.mid_frame() {
+                let buffered = self.decoder.buffered();
                 let e = FrameError::Truncated { buffered };
                 self.inner.frame_error(t, &e);
             }
