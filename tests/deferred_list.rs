@@ -361,3 +361,13 @@ fn cancelling_race_cancels_all_and_ignores_later_results() {
     assert!(ar.is_called() && br.is_called());
     assert!(r.result().unwrap().unwrap_err().check::<Cancelled>());
 }
+
+/// A race of no inputs cannot be decided: it fails at once with `Abandoned`
+/// (Twisted's waits forever), as its rustdoc says. (Found by the
+/// `deferred_lists` fuzz target, where the rustdoc said it never fired.)
+#[test]
+fn an_empty_race_fails_at_once_with_abandoned() {
+    let r = race::<u8>(Vec::new()).result();
+    let f = r.ok().expect("fired at once").unwrap_err();
+    assert!(f.check::<deferloop::deferred::Abandoned>(), "{f}");
+}
