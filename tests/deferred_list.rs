@@ -368,6 +368,6 @@ fn cancelling_race_cancels_all_and_ignores_later_results() {
 #[test]
 fn an_empty_race_fails_at_once_with_abandoned() {
     let r = race::<u8>(Vec::new()).result();
-    let f = r.ok().expect("fired at once").unwrap_err();
+    let f = r.expect("fired at once").unwrap_err();
     assert!(f.check::<deferloop::deferred::Abandoned>(), "{f}");
 }
