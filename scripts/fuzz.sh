@@ -18,7 +18,8 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(line_decoder length_decoder deferred_ops)
+[ ${#targets[@]} -gt 0 ] || targets=(line_decoder length_decoder deferred_ops stream_reads framing_dispatch
+    write_buffer deferred_lists http_request)
 sanitizer=${FUZZ_SANITIZER:-address}
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

@@ -375,3 +375,13 @@ fn combinators_take_any_iterator_of_deferreds() {
     let v = gather_results(vec![succeed(1u8), succeed(2)]);
     assert_eq!(v.result().unwrap().unwrap(), vec![1, 2]);
 }
+
+/// A race of no inputs cannot be decided: it fails at once with `Abandoned`
+/// (Twisted's waits forever), as its rustdoc says. (Found by the
+/// `deferred_lists` fuzz target, where the rustdoc said it never fired.)
+#[test]
+fn an_empty_race_fails_at_once_with_abandoned() {
+    let r = race::<u8>(Vec::new()).result();
+    let f = r.expect("fired at once").unwrap_err();
+    assert!(f.check::<deferloop::deferred::Abandoned>(), "{f}");
+}

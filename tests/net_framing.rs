@@ -257,3 +257,23 @@ fn an_end_of_file_inside_a_frame_is_a_truncated_frame_error() {
     run_until(&ev, Duration::from_secs(20), || seen.borrow().len() == 2);
     assert_eq!(*seen.borrow(), ["error: Truncated { buffered: 50 }", "eof"]);
 }
+
+/// A message whose whole prefix came, and none of its bytes, is cut short
+/// too: the end of file is told as `Truncated` with 0 bytes of it, not
+/// taken for a clean end between messages. (Found by the `framing_dispatch`
+/// fuzz target.)
+#[test]
+fn an_end_of_file_right_after_a_prefix_is_a_truncated_frame_error() {
+    use deferloop::net::memory;
+    let ev = EventLoop::new().unwrap();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let framer = LengthPrefixed::new(Log(seen.clone()), Prefix::U32, 1 << 20);
+    let (_t, peer) = memory::open(&ev, framer).unwrap();
+    peer.send(&[&be32(2)[..], b"ok", &be32(4)].concat());
+    peer.send_eof();
+    run_until(&ev, Duration::from_secs(20), || seen.borrow().len() == 3);
+    assert_eq!(
+        *seen.borrow(),
+        ["ok", "error: Truncated { buffered: 0 }", "eof"]
+    );
+}

@@ -205,3 +205,32 @@ fn a_protocol_s_pause_stops_the_frames_until_it_resumes() {
     let want: Vec<Vec<u8>> = (0..1000).map(|i| format!("{i}").into_bytes()).collect();
     assert_eq!(*got.0.borrow(), want, "all of them, in order, once");
 }
+
+/// The budget is per turn, not per delivery: a turn that hands out the last
+/// frames that waited and then reads new ones delivers no more than the
+/// budget in all. (Found by the `framing_dispatch` fuzz target: 4 frames in
+/// a turn with a budget of 3.)
+#[test]
+fn what_waited_and_a_new_read_share_one_turn_s_budget() {
+    let ev = EventLoop::new().unwrap();
+    let got = Got::default();
+    let mut lines = Lines::with_delimiter(got.clone(), b"\n", 100).unwrap();
+    lines.set_frames_per_turn(NonZeroUsize::new(3).unwrap());
+    let (_t, peer) = memory::open(&ev, lines).unwrap();
+    peer.send(b"1\n2\n3\n4\n");
+    turn(&ev);
+    assert_eq!(got.0.borrow().len(), 3, "the first turn's budget");
+    peer.send(b"5\n6\n7\n");
+    let mut per_turn = Vec::new();
+    for _ in 0..4 {
+        let before = got.0.borrow().len();
+        turn(&ev);
+        per_turn.push(got.0.borrow().len() - before);
+    }
+    assert!(
+        per_turn.iter().all(|&n| n <= 3),
+        "frames per turn {per_turn:?}"
+    );
+    let all: Vec<Vec<u8>> = (1..=7).map(|i| i.to_string().into_bytes()).collect();
+    assert_eq!(*got.0.borrow(), all, "all of them, in order");
+}

@@ -36,3 +36,37 @@ fn a_line_of_exactly_the_limit_is_accepted() {
     peer.send(b"1234567\n");
     assert_eq!(ev.run_until(s.read_line()).unwrap(), "1234567");
 }
+
+/// Lowering the limit under a waiting `read_line` whose buffered bytes are
+/// now over it fails the read at once: it does not wait for more input,
+/// which would never come (reading pauses at the limit). (Found by the
+/// `stream_reads` fuzz target.)
+#[test]
+fn a_lower_limit_fails_a_waiting_line_already_over_it() {
+    use std::{cell::RefCell, rc::Rc, time::Duration};
+    let ev = EventLoop::new().unwrap();
+    let (s, peer) = Stream::open_memory(&ev).unwrap();
+    let got = Rc::new(RefCell::new(None));
+    let g = got.clone();
+    s.read_line()
+        .add_both(move |r| {
+            *g.borrow_mut() = Some(r.map_err(|f| f.downcast_ref::<LineTooLong>().map(|e| e.limit)));
+            Ok(())
+        })
+        .detach();
+    peer.send(b"0123456789");
+    for _ in 0..3 {
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+    }
+    assert!(got.borrow().is_none(), "no line yet");
+    s.set_read_limit(4);
+    for _ in 0..3 {
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+    }
+    assert_eq!(
+        *got.borrow(),
+        Some(Err(Some(4))),
+        "LineTooLong with the new limit"
+    );
+    assert_eq!(s.buffered(), 0, "the over-long line is dropped");
+}

@@ -103,3 +103,26 @@ fn a_read_hands_over_its_bytes_without_the_buffers_idle_capacity() {
     assert_eq!(small, b"tail");
     assert!(small.capacity() < 1024, "capacity {}", small.capacity());
 }
+
+/// `read_exactly(0)` needs no byte: it fires (with nothing) in the next
+/// turn, not once some unrelated byte or the end of file arrives. (Found by
+/// the `stream_reads` fuzz target.)
+#[test]
+fn a_read_of_zero_bytes_fires_without_waiting_for_input() {
+    use std::{cell::RefCell, rc::Rc, time::Duration};
+    let ev = EventLoop::new().unwrap();
+    let (s, _peer) = Stream::open_memory(&ev).unwrap();
+    let got = Rc::new(RefCell::new(None));
+    let g = got.clone();
+    s.read_exactly(0)
+        .add_callback(move |v| {
+            *g.borrow_mut() = Some(v);
+            Ok(())
+        })
+        .detach();
+    assert!(got.borrow().is_none(), "never inside the call");
+    for _ in 0..3 {
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+    }
+    assert_eq!(*got.borrow(), Some(Vec::new()));
+}

@@ -339,7 +339,8 @@ struct Race<T> {
 /// then cancelled exactly once (their failures are consumed quietly). If every
 /// input fails: an errback with [`FailureGroup`] (failures in input order).
 /// Cancelling the result cancels every input; results arriving after the race is
-/// decided or cancelled are ignored. An empty race never fires (as in Twisted).
+/// decided or cancelled are ignored. An empty race, which nothing can fire, fails
+/// at once with [`Abandoned`](super::Abandoned), where Twisted's waits forever.
 ///
 /// # Examples
 /// Ask two mirrors, keep the first answer; the slower request is cancelled:

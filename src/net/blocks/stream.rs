@@ -303,6 +303,8 @@ impl Stream {
     pub fn set_read_limit(&self, limit: usize) {
         assert!(limit > 0, "a read limit of 0 would never read");
         self.shared.borrow_mut().limit = limit;
+        // A read waiting for its delimiter may be over the new limit now.
+        self.schedule(false);
         self.update_reading();
     }
 
@@ -376,11 +378,23 @@ impl Stream {
                 break;
             }
         }
+        // A read of 0 bytes needs no input: it must not wait for some.
+        let needs_none = matches!(want, Want::Exactly(0));
+        self.shared
+            .borrow_mut()
+            .pending
+            .push_back(Request { want, done });
+        self.schedule(needs_none);
+        self.update_reading();
+    }
+
+    /// Answers what can be answered from the loop, soon (never inside the
+    /// caller's call), if there is input to answer from or `anyway`.
+    fn schedule(&self, anyway: bool) {
         let mut st = self.shared.borrow_mut();
-        st.pending.push_back(Request { want, done });
         let idle = !st.delivering && !st.scheduled;
         let has_input = st.available() > 0 || st.eof || st.lost.is_some();
-        if idle && has_input {
+        if idle && !st.pending.is_empty() && (has_input || anyway) {
             st.scheduled = true;
             let lp = st.lp.upgrade();
             drop(st);
@@ -391,10 +405,7 @@ impl Stream {
                 self.shared.borrow_mut().scheduled = false;
                 pump(&self.shared, &self.transport);
             }
-        } else {
-            drop(st);
         }
-        self.update_reading();
     }
 
     fn pump_scheduled(&self) {

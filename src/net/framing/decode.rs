@@ -53,6 +53,11 @@ impl LineDecoder {
         self.partial.len()
     }
 
+    /// Whether a line has begun and not ended.
+    pub(crate) fn mid_frame(&self) -> bool {
+        !self.partial.is_empty()
+    }
+
     /// Feeds `data`; calls `on_line` with each complete line (delimiter
     /// stripped). `on_line` returns `false` to stop: the rest of `data` is
     /// then dropped (the connection is going away).
@@ -252,6 +257,12 @@ impl LengthDecoder {
     /// Bytes held for a message not yet complete (at most `max`).
     pub fn buffered(&self) -> usize {
         self.partial.len()
+    }
+
+    /// Whether a message has begun and not ended: part of its prefix, or
+    /// its whole prefix (even with none of its bytes yet).
+    pub(crate) fn mid_frame(&self) -> bool {
+        self.want.is_some() || !self.partial.is_empty()
     }
 
     /// Feeds `data`; calls `on_message` with each complete message.

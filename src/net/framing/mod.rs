@@ -41,7 +41,8 @@ pub enum FrameError {
     /// it (a line without its delimiter, a message shorter than its prefix
     /// said) are all there will be.
     Truncated {
-        /// Bytes of the unfinished frame.
+        /// Bytes of the unfinished frame: of a line, of a message after its
+        /// prefix (0 when only the prefix had come), or of a prefix cut short.
         buffered: usize,
     },
 }
@@ -118,8 +119,8 @@ macro_rules! forward_protocol {
             self.inner.connection_made(t)
         }
         fn eof_received(&mut self, t: &Transport) -> bool {
-            let buffered = self.decoder.buffered();
-            if buffered > 0 {
+            if self.decoder.mid_frame() {
+                let buffered = self.decoder.buffered();
                 let e = FrameError::Truncated { buffered };
                 self.inner.frame_error(t, &e);
             }
@@ -358,6 +359,10 @@ struct Backlog {
     /// The connection was in the clear when this delivery began (and so
     /// when what waits was read).
     clear: bool,
+    /// The turn of the last delivery, and the frames delivered in it: a
+    /// turn may deliver twice (what waited, then a new read).
+    turn: Option<u64>,
+    spent: usize,
 }
 
 impl Default for Backlog {
@@ -367,6 +372,8 @@ impl Default for Backlog {
             at: 0,
             per_turn: FRAMES_PER_TURN,
             clear: true,
+            turn: None,
+            spent: 0,
         }
     }
 }
@@ -431,21 +438,39 @@ impl Backlog {
         } else {
             &waiting[at..]
         };
-        let mut stop = Stop::No;
+        let turn = t.event_loop().map(|lp| lp.turn_count());
+        if turn != self.turn {
+            (self.turn, self.spent) = (turn, 0);
+        }
         let (clear, per_turn) = (self.clear, self.per_turn);
-        let mut delivered = 0;
+        if self.spent >= per_turn && !input.is_empty() {
+            // This turn's frames were delivered (from what waited): the
+            // new read waits for the next turn too.
+            if waiting.is_empty() {
+                self.rest = data.to_vec();
+            } else {
+                self.rest = waiting;
+                self.at = at;
+            }
+            t.hold_reading(true);
+            t.redeliver();
+            return Ok(());
+        }
+        let mut stop = Stop::No;
+        let mut delivered = self.spent;
         let r = decode(input, &mut |frame| {
             delivered += 1;
             inner.frame_received(t, frame);
             if t.is_closing() || (clear && is_tls(t)) {
                 stop = Stop::Drop;
-            } else if delivered == per_turn {
+            } else if delivered >= per_turn {
                 stop = Stop::Budget;
             } else if t.reading_paused() {
                 stop = Stop::Paused;
             }
             stop == Stop::No
         });
+        self.spent = delivered;
         let used = r.as_ref().map_or(input.len(), |&n| n);
         let left = input.len() - used;
         match stop {
