@@ -500,6 +500,7 @@ fn lists(input: &mut Input<'_>) {
                         .collect::<Vec<_>>()
                 ),
                 ListResult::First { index, value } => format!("First({index}, {value})"),
+                _ => unreachable!("a ListResult this target does not know"),
             }),
         Which::Gather => gather_results(inputs).map(|v| format!("{v:?}")),
         Which::Race => race(inputs).map(|(i, v)| format!("({i}, {v})")),
