@@ -122,6 +122,7 @@ pub mod process;
 mod reactor;
 pub mod shutdown;
 pub mod signal;
+pub mod source;
 mod timers;
 
 pub use clock::{AsClock, Clock, ManualClock, ManualTimer, Timer};
