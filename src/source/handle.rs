@@ -54,7 +54,7 @@ impl<S: EventSource> SourceHandle<S> {
     }
 
     /// Polls and dispatches the source again after [`disable`](Self::disable)
-    /// or [`PostAction::Disable`]; what was woken meanwhile is delivered.
+    /// or [`PostAction::Disable`](super::PostAction::Disable); what was woken meanwhile is delivered.
     /// Returns whether the source is still there.
     pub fn enable(&self) -> bool {
         let ok = self.change(|st| st.enabled = true);
@@ -119,7 +119,7 @@ impl<S: EventSource> SourceHandle<S> {
     }
 
     /// Lets the handle go without removing the source: it stays until it
-    /// returns [`PostAction::Remove`] or the loop closes.
+    /// returns [`PostAction::Remove`](super::PostAction::Remove) or the loop closes.
     pub fn detach(self) {
         let mut me = std::mem::ManuallyDrop::new(self);
         drop(std::mem::take(&mut me.inner));
