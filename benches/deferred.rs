@@ -129,7 +129,7 @@ fn main() {
             Contender {
                 name: "deferloop gather_results",
                 run: Box::new(|n| {
-                    let ds = (0..n).map(succeed).collect();
+                    let ds: Vec<_> = (0..n).map(succeed).collect();
                     let v = gather_results(ds).result().unwrap().unwrap();
                     assert_eq!(v.len() as u64, n);
                 }),

@@ -65,9 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // 4. Gather: many requests in flight at once, values in input order.
-    let ds = (1..=5)
-        .map(|n| fetch(&lp, n, Duration::from_millis(u64::from(6 - n))))
-        .collect();
+    let ds = (1..=5).map(|n| fetch(&lp, n, Duration::from_millis(u64::from(6 - n))));
     println!("4. gathered: {:?}", ev.run_until(gather_results(ds))?);
     Ok(())
 }

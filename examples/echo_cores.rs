@@ -89,7 +89,7 @@ pub fn start(
                 census(&peers, move |counts| report(counts));
                 Ok::<(), deferloop::Failure>(())
             });
-            every.start(period, false)?.detach();
+            every.start_later(period)?.detach();
             Ok(())
         })
         .start(|_, _| Ok(()))

@@ -123,7 +123,7 @@ pub fn serve(
         t.set(t.get() + 1);
         Ok::<(), deferloop::Failure>(())
     });
-    tick.start(Duration::from_millis(50), true)?.detach();
+    tick.start(Duration::from_millis(50))?.detach();
     let c = guest_ev.listen_tcp(counter, move || Counter {
         lines: 0,
         ticks: ticks.clone(),

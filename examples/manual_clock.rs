@@ -26,7 +26,7 @@ fn main() {
         }
         Ok(())
     });
-    let stopped = heartbeat.start(secs(10), false).unwrap();
+    let stopped = heartbeat.start_later(secs(10)).unwrap();
 
     // A reply that never comes, with a 25 s timeout. The resolver is kept:
     // dropping it would fail the reply at once with `Abandoned`.

@@ -34,11 +34,14 @@ pub fn start(
         client.set_linger(LINGER);
         upstream.set_linger(LINGER); // applies once it is up
                                      // The timeout cancels the connect, which fails the relay.
-        let _ = upstream
+        upstream
             .connected()
             .add_timeout(CONNECT_TIMEOUT, &lp)
-            .add_both(|_| Ok::<_, Failure>(()));
-        let _ = relay(&client, &upstream).add_both(|_| Ok::<_, Failure>(()));
+            .add_both(|_| Ok::<_, Failure>(()))
+            .detach();
+        relay(&client, &upstream)
+            .add_both(|_| Ok::<_, Failure>(()))
+            .detach();
     })
 }
 

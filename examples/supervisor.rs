@@ -156,7 +156,7 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), Box<dyn std::er
         return Err("usage: supervisor [--stop-timeout-ms N] CMD [ARGS...]".into());
     }
     let ev = EventLoop::new()?;
-    let signals = DeferredQueue::new(None, None);
+    let signals = DeferredQueue::unbounded();
     for sig in [Signal::INT, Signal::TERM] {
         let q = signals.clone();
         ev.add_signal_handler(sig, move |_, sig| {

@@ -16,21 +16,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("[{:>4} ms] tick", t0.elapsed().as_millis());
         Ok(())
     });
-    let _ = beat.start(Duration::from_millis(50), true);
-    let jobs = (1..=4u64)
-        .map(|n| {
-            lp.defer_to_thread(move || {
-                std::thread::sleep(Duration::from_millis(60 * n)); // blocking work
-                n * 100
-            })
-            .add_callback(move |v| {
-                println!("[{:>4} ms] job {n} done: {v}", t0.elapsed().as_millis());
-                Ok(v)
-            })
+    // The heartbeat's Deferred fires when it stops; nothing waits for it.
+    beat.start(Duration::from_millis(50))?.detach();
+    let jobs = (1..=4u64).map(|n| {
+        lp.defer_to_thread(move || {
+            std::thread::sleep(Duration::from_millis(60 * n)); // blocking work
+            n * 100
         })
-        .collect();
+        .add_callback(move |v| {
+            println!("[{:>4} ms] job {n} done: {v}", t0.elapsed().as_millis());
+            Ok(v)
+        })
+    });
     let all = ev.run_until(gather_results(jobs))?;
-    let _ = beat.stop();
+    beat.stop()?;
     println!("all jobs: {all:?}");
     Ok(())
 }

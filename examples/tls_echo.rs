@@ -7,7 +7,8 @@
 //! - `cargo run --features tls --example tls_echo -- server CERT.pem KEY.pem [ADDR]`:
 //!   serves until killed; prints the bound address first.
 //! - `cargo run --features tls --example tls_echo -- client ADDR NAME CA.pem [MESSAGE]`:
-//!   verifies the server as NAME against CA.pem, sends MESSAGE, prints the echo.
+//!   verifies the server as NAME against CA.pem (or `system`: the system's
+//!   CA bundle), sends MESSAGE, prints the echo.
 
 use deferloop::net::tls::{ClientConfig, ServerConfig};
 use deferloop::net::{Protocol, Transport};
@@ -72,16 +73,15 @@ fn ask(
     ev: &EventLoop,
     addr: SocketAddr,
     name: &str,
-    ca: &[u8],
+    config: &ClientConfig,
     msg: &str,
 ) -> Result<String, Box<dyn Error>> {
-    let config = ClientConfig::new().add_root_pem(ca)?;
     let got = Rc::new(RefCell::new(Vec::new()));
     let ask = Ask {
         msg: msg.as_bytes().to_vec(),
         got: got.clone(),
     };
-    let t = ev.run_until(ev.connect_tls(addr, name, &config, ask).connected())?;
+    let t = ev.run_until(ev.connect_tls(addr, name, config, ask).connected())?;
     let version = t.tls_protocol_version();
     ev.run()?; // until the client's connection_lost stops it
     let echo = String::from_utf8_lossy(&got.borrow()).into_owned();
@@ -108,7 +108,7 @@ fn run(args: Vec<String>) -> Result<(), Box<dyn Error>> {
                     &ev,
                     addr,
                     "localhost",
-                    cert.pem().as_bytes(),
+                    &ClientConfig::new().add_root_pem(cert.pem().as_bytes())?,
                     "hello over TLS"
                 )?
             );
@@ -126,8 +126,12 @@ fn run(args: Vec<String>) -> Result<(), Box<dyn Error>> {
         }
         Some("client") if args.len() >= 4 => {
             let msg = args.get(4).map_or("hello over TLS", String::as_str);
-            let ca = std::fs::read(&args[3])?;
-            println!("{}", ask(&ev, args[1].parse()?, &args[2], &ca, msg)?);
+            // CA.pem, or `system` for the system's bundle.
+            let config = match args[3].as_str() {
+                "system" => ClientConfig::new().with_system_roots()?,
+                path => ClientConfig::new().add_roots_from_pem_file(path)?,
+            };
+            println!("{}", ask(&ev, args[1].parse()?, &args[2], &config, msg)?);
             Ok(())
         }
         _ => Err("usage: tls_echo [server CERT KEY [ADDR] | client ADDR NAME CA [MESSAGE]]".into()),

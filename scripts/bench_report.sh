@@ -3,8 +3,9 @@
 # the loop and Deferred micro-benchmarks beside tokio, and the TCP
 # echo comparison (deferloop callbacks, coroutines on deferloop, tokio, a
 # hand-written mio server, and the Python peers when they install), then many
-# idle connections beside tokio. About thirty minutes on 2 cores once built. Never
-# edit the figures by hand: notes (causes, not numbers) go in scripts/bench_notes.md.
+# idle connections beside tokio, and the cost per item as n grows (scale).
+# About thirty minutes on 2 cores once built. Never edit the figures by hand:
+# notes (causes, not numbers) go in scripts/bench_notes.md.
 #
 # ECHO_SECONDS, ECHO_ROUNDS, ECHO_PY_SECONDS, ECHO_PY_ROUNDS shorten the echo
 # run while developing (defaults 3, 7, 3, 3), as IDLE_ROUNDS (default 7) does the
@@ -60,7 +61,7 @@ run_baseline() {
 }
 
 echo "bench_report: building the benches" >&2
-if ! cargo bench --features tls --no-run --bench loop --bench deferred --bench echo --bench idle 2>"$work/build.log"; then
+if ! cargo bench --features tls --no-run --bench loop --bench deferred --bench echo --bench idle --bench scale 2>"$work/build.log"; then
   cat "$work/build.log" >&2
   exit 1
 fi
@@ -85,6 +86,9 @@ echo "bench_report: TCP echo" >&2
   >"$work/echo.md" 2> >(grep -v -E '^ *(Finished|Running)' >&2)
 echo "bench_report: loop steps in instructions (callgrind)" >&2
 scripts/loop_instructions.sh >"$work/steps.md"
+echo "bench_report: costs as the work grows" >&2
+"${prio[@]}" cargo bench --bench scale 2>/dev/null >"$work/scale.md"
+scripts/scale_instructions.sh >"$work/scale_instructions.md"
 echo "bench_report: many idle connections" >&2
 "${prio[@]}" cargo bench --bench idle \
   >"$work/idle.md" 2> >(grep -v -E '^ *(Finished|Running)' >&2)
@@ -105,14 +109,16 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "- Toolchain: $(rustc --version)"
   echo "- Commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src benches || echo ' plus uncommitted changes')"
   echo "- Commands: \`cargo bench --bench loop\`, \`cargo bench --bench deferred\`,"
-  echo "  \`cargo bench --bench echo -- ${python[*]/#$PWD\//} --chart benchmarks.svg\`, \`cargo bench --bench idle\`"
+  echo "  \`cargo bench --bench echo -- ${python[*]/#$PWD\//} --chart benchmarks.svg\`, \`cargo bench --bench idle\`,"
+  echo "  \`cargo bench --bench scale\`"
   echo "- Wall time: $((end - start)) s ($((built - start)) s building, $((end - built)) s benchmarking)"
   echo
   echo "![medians and min–max of every table](benchmarks.svg)"
   echo
   echo "## Targets"
   echo
-  grep -h '^- Target:' "$work/echo.md" "$work/loop.md" "$work/deferred.md" "$work/steps.md" || true
+  grep -h '^- Target:' "$work/echo.md" "$work/loop.md" "$work/deferred.md" "$work/steps.md" \
+    "$work/scale.md" "$work/scale_instructions.md" || true
   grep -h '^- Beside tokio' "$work/idle.md" | sed 's/^- /- Many idle connections, not a target: /' || true
   echo
   cat scripts/bench_notes.md
@@ -132,6 +138,13 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "## Many idle connections: cargo bench --bench idle"
   cat "$work/idle.md"
+  echo
+  echo "## Costs as the work grows: cargo bench --bench scale"
+  cat "$work/scale.md"
+  echo
+  echo "## Removal of a watched fd in instructions: scripts/scale_instructions.sh"
+  echo
+  cat "$work/scale_instructions.md"
   echo
   echo "## cargo bench --bench loop"
   cat "$work/loop.md"

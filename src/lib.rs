@@ -42,7 +42,39 @@
 //!   error): [`Error`].
 //!
 //! The library reports through the [`log`](https://docs.rs/log) crate; install
-//! a logger to see what it reports.
+//! a logger to see what it reports. Records about a connection, a Deferred or
+//! a slow callback carry key-value fields (`peer`, `deferred_created_at`,
+//! `scheduled_at`, ...) for a structured logger; [`Loop::stats`] is a cheap
+//! snapshot of counters ([`Stats`]) for a metrics exporter to poll.
+//!
+//! # Errors: which call returns what, and why
+//! One rule decides the shape: **a call that can fail only now returns a
+//! `Result`; a call whose outcome comes later returns a [`Deferred`], and its
+//! failure travels down the chain as a [`Failure`].**
+//! - [`EventLoop::new`] returns `std::io::Result`: the only thing that can go
+//!   wrong is the OS refusing a selector or a pipe, and `?` into any error
+//!   type is what a `main` wants there.
+//! - Calls on the loop itself — [`run`](Loop::run), `call_soon` and
+//!   `call_later` on a closed loop, `listen_tcp` on a port in use,
+//!   [`Remote::call_blocking`] — return [`Error`]: misuse of the loop
+//!   ([`Error::Closed`], [`Error::Running`], [`Error::InvalidInput`]) and OS
+//!   errors ([`Error::Io`]) in one enum, so a program matches once.
+//! - Everything that waits — a connection, a read, a timer, a lookup, a
+//!   child's exit — is a `Deferred<T>`. Its errors are values of any
+//!   `std::error::Error` type inside a [`Failure`], which keeps the type
+//!   ([`check`](Failure::check), [`downcast_ref`](Failure::downcast_ref)) and
+//!   where it arose, because a chain's errbacks must be able to tell a
+//!   [`TimedOut`] from an `io::Error` without a crate-wide enum that every
+//!   user's error would have to join.
+//! - [`run_until`](Loop::run_until) is where the two meet: it returns the
+//!   Deferred's value, or `Error::Failed` holding the chain's `Failure`
+//!   (a loop error such as `Error::Closed` otherwise), so `?` in a `main`
+//!   returning `deferloop::Error`, `anyhow::Error` or `Box<dyn Error>` works.
+//! - Bad input is an error, never a panic: a malformed `"host:port"` fails
+//!   the connect's Deferred with `io::ErrorKind::InvalidInput`, a name that
+//!   does not resolve fails it with an `io::Error` naming the host; a
+//!   constructor that cannot take some value takes a type without it
+//!   (`NonZeroUsize`). Panics are for bugs in the library.
 //!
 //! # Examples
 //! A Deferred fired by a timer, with a callback and a timeout:
@@ -107,6 +139,7 @@
 //! and why.
 
 #![deny(missing_docs)]
+#![deny(missing_debug_implementations)]
 
 #[cfg(not(unix))]
 compile_error!("deferloop runs on Unix-like systems only (Linux, the BSDs, macOS): it is built on readiness I/O and Unix sockets.");
@@ -119,6 +152,7 @@ mod error;
 pub mod guide;
 pub mod net;
 pub mod process;
+pub mod ps;
 mod reactor;
 pub mod shutdown;
 pub mod signal;
@@ -137,7 +171,7 @@ pub use deferred::{Abandoned, Cancelled, FailureGroup, LoopClosed, TimedOut};
 pub use error::{Error, Result};
 pub use reactor::{
     default_exception_handler, CurrentCallback, EventLoop, ExceptionContext, Handle, HandleState,
-    IoInfo, Loop, Monitor, Remote, Snapshot, TimerInfo, DEFAULT_POOL_CLOSE_TIMEOUT,
+    IoInfo, Loop, Monitor, Remote, Snapshot, Stats, TimerInfo, DEFAULT_POOL_CLOSE_TIMEOUT,
 };
 pub use signal::{Signal, SignalHandler};
 

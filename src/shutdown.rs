@@ -36,6 +36,7 @@ pub const DEFAULT_PHASE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// A phase of the shutdown sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Phase {
     /// Before anything is closed.
     Before,
@@ -373,7 +374,7 @@ fn wait_for_pool(lp: &Loop, deadline: Duration) -> Deferred<()> {
     }
     let until = later(Instant::now(), deadline);
     let gate = Arc::new((Mutex::new(0usize), Condvar::new()));
-    let jobs = (0..n)
+    let jobs: Vec<Deferred<bool>> = (0..n)
         .map(|_| {
             let gate = gate.clone();
             lp.defer_to_thread(move || {

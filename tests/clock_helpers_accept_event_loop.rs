@@ -33,7 +33,7 @@ fn defer_later_and_looping_call_accept_the_event_loop() {
     assert_eq!(ev.run_until(defer_later(&ev, ms(1), || Ok(3))).unwrap(), 3);
 
     let lc = LoopingCall::new(&ev, || Ok(()));
-    let done = lc.start(ms(1), true).unwrap();
+    let done = lc.start(ms(1)).unwrap();
     let stopper = lc.clone();
     ev.call_later(ms(5), move |_| stopper.stop().unwrap())
         .unwrap();
@@ -45,7 +45,7 @@ fn defer_later_and_looping_call_accept_the_event_loop() {
         t.set(t.get() + n);
         Ok(())
     });
-    let done = lc.start(ms(1), false).unwrap();
+    let done = lc.start_later(ms(1)).unwrap();
     let stopper = lc.clone();
     ev.call_later(ms(5), move |_| stopper.stop().unwrap())
         .unwrap();
@@ -81,8 +81,8 @@ fn the_old_spellings_still_work() {
     let lc = LoopingCall::new(clock.clone(), || Ok(()));
     let by_ref = LoopingCall::new(&clock, || Ok(()));
     let done = (
-        lc.start(ms(1), false).unwrap(),
-        by_ref.start(ms(1), false).unwrap(),
+        lc.start_later(ms(1)).unwrap(),
+        by_ref.start_later(ms(1)).unwrap(),
     );
     clock.advance(ms(1));
     assert!(d.result().unwrap().unwrap_err().check::<TimedOut>());

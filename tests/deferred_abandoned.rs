@@ -92,7 +92,7 @@ fn an_abandoned_inner_deferred_fails_the_outer_chain() {
 /// Getters waiting on a queue that is dropped are abandoned, not stuck.
 #[test]
 fn getters_of_a_dropped_queue_are_abandoned() {
-    let q = DeferredQueue::<u8>::new(None, None);
+    let q = DeferredQueue::<u8>::unbounded();
     let waiting = q.get().unwrap();
     drop(q);
     assert!(waiting.result().unwrap().unwrap_err().check::<Abandoned>());

@@ -119,7 +119,7 @@ fn cancelling_a_waiting_semaphore_acquire() {
 /// testQueue: puts before gets are stored; gets before puts wait, FIFO.
 #[test]
 fn queue_delivers_in_order() {
-    let q = DeferredQueue::new(None, None);
+    let q = DeferredQueue::unbounded();
     q.put(1u8).unwrap();
     q.put(2).unwrap();
     assert_eq!(q.len(), 2);
@@ -139,14 +139,14 @@ fn queue_delivers_in_order() {
 /// waiting getter ignores size (V: size=0 works).
 #[test]
 fn queue_limits_overflow_and_underflow() {
-    let q = DeferredQueue::new(Some(1), Some(1));
+    let q = DeferredQueue::bounded(1).with_backlog(1);
     q.put(1u8).unwrap();
     assert_eq!(q.put(2), Err(QueueOverflow));
     let _ = q.get().unwrap();
     let _waiting = q.get().unwrap();
     assert!(matches!(q.get(), Err(QueueUnderflow)));
 
-    let q = DeferredQueue::new(Some(0), None);
+    let q = DeferredQueue::bounded(0);
     let g = q.get().unwrap();
     q.put(5u8).unwrap();
     assert_eq!(g.result().unwrap().unwrap(), 5);
@@ -157,7 +157,7 @@ fn queue_limits_overflow_and_underflow() {
 /// next put goes to the next getter or is stored.
 #[test]
 fn cancelling_a_waiting_get_removes_it() {
-    let q = DeferredQueue::<u8>::new(None, None);
+    let q = DeferredQueue::<u8>::unbounded();
     let g = q.get().unwrap();
     g.cancel();
     assert_eq!(q.waiting(), 0);
@@ -176,7 +176,7 @@ fn cancelling_a_waiting_get_removes_it() {
 fn a_queue_of_non_clone_items_clones_as_a_handle() {
     #[derive(Debug)]
     struct NotClone(u8);
-    let q = DeferredQueue::<NotClone>::new(None, None);
+    let q = DeferredQueue::<NotClone>::unbounded();
     let producer = q.clone();
     let g = q.get().unwrap();
     assert!(producer.put(NotClone(7)).is_ok());

@@ -39,7 +39,7 @@ fn recording(clock: &ManualClock) -> (LoopingCall<ManualClock>, Times) {
 fn basic_function() {
     let clock = ManualClock::new();
     let (lc, times) = recording(&clock);
-    let d = lc.start(ms(100), true).unwrap();
+    let d = lc.start(ms(100)).unwrap();
     clock.pump(&[ms(50), ms(100), ms(100)]);
     assert_eq!(*times.borrow(), [0, 150, 250]);
     lc.stop().unwrap();
@@ -52,7 +52,7 @@ fn basic_function() {
 fn delayed_start() {
     let clock = ManualClock::new();
     let (lc, times) = recording(&clock);
-    let _d = lc.start(ms(100), false).unwrap();
+    let _d = lc.start_later(ms(100)).unwrap();
     clock.pump(&[ms(50), ms(100), ms(100)]);
     assert_eq!(*times.borrow(), [150, 250]);
     stop_and_check_nothing_is_left(&lc, &clock);
@@ -64,7 +64,7 @@ fn delayed_start() {
 fn reactor_time_skips() {
     let clock = ManualClock::new();
     let (lc, times) = recording(&clock);
-    let _d = lc.start(ms(500), true).unwrap();
+    let _d = lc.start(ms(500)).unwrap();
     clock.advance(ms(2000));
     assert_eq!(*times.borrow(), [0, 2000]);
     clock.advance(ms(1000));
@@ -88,7 +88,7 @@ fn callback_time_skips() {
         }
         Ok(())
     });
-    let _d = lc.start(ms(500), true).unwrap();
+    let _d = lc.start(ms(500)).unwrap();
     assert_eq!(*times2.borrow(), [0]);
     clock.advance(ms(500)); // 2.5: the next grid point after 2.0
     assert_eq!(*times2.borrow(), [0, 2500]);
@@ -103,7 +103,7 @@ fn pump_from_offset_start() {
     let clock = ManualClock::new();
     clock.advance(ms(300));
     let (lc, times) = recording(&clock);
-    let _d = lc.start(ms(1000), false).unwrap();
+    let _d = lc.start_later(ms(1000)).unwrap();
     clock.pump(&[ms(1000), ms(2500), ms(700)]);
     assert_eq!(*times.borrow(), [1300, 3800, 4500]);
     stop_and_check_nothing_is_left(&lc, &clock);
@@ -125,7 +125,7 @@ fn stop_inside_the_third_run() {
         Ok(())
     });
     *slot.borrow_mut() = Some(lc.clone());
-    let d = lc.start(ms(1000), true).unwrap();
+    let d = lc.start(ms(1000)).unwrap();
     clock.pump(&[ms(1000); 4]);
     assert_eq!(*times.borrow(), [0, 1000, 2000]);
     assert!(d.result().unwrap().is_ok());
@@ -138,7 +138,7 @@ fn stop_inside_the_third_run() {
 fn stop_at_once() {
     let clock = ManualClock::new();
     let (lc, times) = recording(&clock);
-    let d = lc.start(ms(1000), false).unwrap();
+    let d = lc.start_later(ms(1000)).unwrap();
     lc.stop().unwrap();
     assert!(d.result().unwrap().is_ok());
     assert_eq!(clock.pending(), 0);
@@ -153,7 +153,7 @@ fn stop_at_once() {
 fn reset_restarts_the_grid() {
     let clock = ManualClock::new();
     let (lc, times) = recording(&clock);
-    let _d = lc.start(ms(2000), false).unwrap();
+    let _d = lc.start_later(ms(2000)).unwrap();
     clock.advance(ms(1000));
     lc.reset().unwrap();
     clock.advance(ms(1000));
@@ -177,7 +177,7 @@ fn waits_for_a_returned_deferred_and_stop_fires_on_completion() {
         p.borrow_mut().push(r);
         d
     });
-    let d = lc.start(ms(1000), true).unwrap();
+    let d = lc.start(ms(1000)).unwrap();
     clock.pump(&[ms(1000); 3]);
     assert_eq!(pending.borrow().len(), 1);
     assert_eq!(clock.pending(), 0);
@@ -206,7 +206,7 @@ fn failure_stops_the_loop() {
             Ok(())
         }
     });
-    let d = lc.start(ms(1000), true).unwrap();
+    let d = lc.start(ms(1000)).unwrap();
     clock.pump(&[ms(1000); 3]);
     assert_eq!(*n.borrow(), 2);
     assert!(!lc.is_running());
@@ -215,7 +215,7 @@ fn failure_stops_the_loop() {
     let lc = LoopingCall::new(clock.clone(), || -> Result<(), Failure> {
         panic!("first-run")
     });
-    let d = lc.start(ms(1000), true).unwrap();
+    let d = lc.start(ms(1000)).unwrap();
     assert!(d.result().unwrap().unwrap_err().is_panic());
 }
 
@@ -224,8 +224,8 @@ fn failure_stops_the_loop() {
 fn start_twice_is_an_error() {
     let clock = ManualClock::new();
     let (lc, _t) = recording(&clock);
-    let _d = lc.start(ms(1000), false).unwrap();
-    assert!(lc.start(ms(1000), false).is_err());
+    let _d = lc.start_later(ms(1000)).unwrap();
+    assert!(lc.start_later(ms(1000)).is_err());
     assert_eq!(lc.interval(), ms(1000));
     stop_and_check_nothing_is_left(&lc, &clock);
 }
@@ -247,7 +247,7 @@ fn counting(clock: &ManualClock) -> (LoopingCall<ManualClock>, Counts) {
 fn with_count_counts_skipped_intervals() {
     let clock = ManualClock::new();
     let (lc, out) = counting(&clock);
-    let _d = lc.start(ms(500), true).unwrap();
+    let _d = lc.start(ms(500)).unwrap();
     clock.advance(ms(510));
     clock.advance(ms(1510));
     assert_eq!(*out.borrow(), [(0, 1), (510, 1), (2020, 3)]);
@@ -262,7 +262,7 @@ fn with_count_counts_skipped_intervals() {
 fn with_count_lengthy_interval_counts() {
     let clock = ManualClock::new();
     let (lc, out) = counting(&clock);
-    let _d = lc.start(ms(500), true).unwrap();
+    let _d = lc.start(ms(500)).unwrap();
     clock.pump(&[ms(510), ms(875), ms(125)]);
     assert_eq!(*out.borrow(), [(0, 1), (510, 1), (1385, 1), (1510, 1)]);
     stop_and_check_nothing_is_left(&lc, &clock);
@@ -273,7 +273,7 @@ fn with_count_lengthy_interval_counts() {
 fn with_count_vector_from_probe() {
     let clock = ManualClock::new();
     let (lc, out) = counting(&clock);
-    let _d = lc.start(ms(1000), true).unwrap();
+    let _d = lc.start(ms(1000)).unwrap();
     clock.pump(&[ms(1000), ms(3500), ms(500)]);
     assert_eq!(*out.borrow(), [(0, 1), (1000, 1), (4500, 3), (5000, 1)]);
     stop_and_check_nothing_is_left(&lc, &clock);
@@ -284,7 +284,7 @@ fn with_count_vector_from_probe() {
 fn with_count_boundary_sums_to_ten() {
     let clock = ManualClock::new();
     let (lc, out) = counting(&clock);
-    let _d = lc.start(ms(100), false).unwrap();
+    let _d = lc.start_later(ms(100)).unwrap();
     for _ in 0..10 {
         clock.advance(ms(100));
     }
@@ -309,7 +309,7 @@ fn with_count_interval_zero_counts_one() {
         Ok(())
     });
     *slot.borrow_mut() = Some(lc.clone());
-    let d = lc.start(Duration::ZERO, false).unwrap();
+    let d = lc.start_later(Duration::ZERO).unwrap();
     clock.pump(&[Duration::ZERO; 5]);
     assert!(d.result().unwrap().is_ok());
     assert_eq!(*out.borrow(), [1; 5]);
@@ -334,7 +334,7 @@ fn with_count_waits_for_a_deferred() {
         }
         d
     });
-    let _d = lc.start(ms(200), false).unwrap();
+    let _d = lc.start_later(ms(200)).unwrap();
     clock.pump(&[ms(200), ms(400)]);
     assert_eq!(*out.borrow(), [1]);
     gate.borrow_mut().take().unwrap().callback(()).unwrap();

@@ -149,7 +149,7 @@ fn semaphore_release_cascade_of_100k_does_not_overflow() {
 #[test]
 fn queue_put_cascade_of_100k_does_not_overflow() {
     small_stack(|| {
-        let q = DeferredQueue::<usize>::new(None, None);
+        let q = DeferredQueue::<usize>::unbounded();
         let got = Rc::new(Cell::new(0usize));
         let mut gets = Vec::new();
         for _ in 0..N {

@@ -69,7 +69,7 @@ fn a_looping_call_on_the_loop_ticks_as_the_clock_advances() {
         t.set(t.get() + 1);
         Ok(())
     });
-    let done = lc.start(Duration::from_secs(60), true).unwrap();
+    let done = lc.start(Duration::from_secs(60)).unwrap();
     turn(&ev);
     assert_eq!(ticks.get(), 1, "now=true ticks at once");
     for expected in 2..=5 {

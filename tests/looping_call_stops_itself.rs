@@ -21,7 +21,7 @@ fn looping_call_stopped_by_its_function_fires_its_start_deferred() {
         }
         Ok(())
     });
-    let done = lc.start(Duration::from_millis(1), true).unwrap();
+    let done = lc.start(Duration::from_millis(1)).unwrap();
     let done = done.add_callback({
         let calls = calls.clone();
         move |()| Ok(calls.get())
@@ -47,7 +47,7 @@ fn looping_call_stopped_by_its_function_leaves_no_cycle() {
         }
         Ok(())
     });
-    let done = lc.start(Duration::from_secs(1), false).unwrap();
+    let done = lc.start_later(Duration::from_secs(1)).unwrap();
     clock.pump(&[Duration::from_secs(1); 5]);
     assert!(done.result().unwrap().is_ok());
     assert_eq!(clock.pending(), 0);
@@ -71,7 +71,7 @@ fn looping_call_function_can_reset_itself() {
         lc.reset()?;
         Ok(())
     });
-    let done = lc.start(Duration::from_secs(1), false).unwrap();
+    let done = lc.start_later(Duration::from_secs(1)).unwrap();
     clock.pump(&[Duration::from_secs(1); 3]);
     assert_eq!(calls.get(), 3);
     lc.stop().unwrap();

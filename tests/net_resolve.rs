@@ -48,10 +48,7 @@ fn gate() -> (mpsc::Sender<()>, impl Fn() + Send + Sync + 'static) {
 }
 
 fn options(resolver: HostResolver) -> ConnectOptions {
-    ConnectOptions {
-        resolver,
-        ..ConnectOptions::default()
-    }
+    ConnectOptions::default().with_resolver(resolver)
 }
 
 /// A port with nothing listening on it (bound, then closed).
@@ -115,10 +112,7 @@ fn localhost_connects_to_whichever_family_listens() {
     let port = server.local_addr().as_inet().unwrap().port();
     let (p, made) = quiet();
     // An attempt delay of 60 s: an address tried only after it would show.
-    let opts = ConnectOptions {
-        attempt_delay: Some(Duration::from_secs(60)),
-        ..ConnectOptions::default()
-    };
+    let opts = ConnectOptions::default().with_attempt_delay(Some(Duration::from_secs(60)));
     let t0 = Instant::now();
     let t = ev
         .run_until(
@@ -236,11 +230,9 @@ fn a_lookup_slower_than_its_timeout_fails_in_time() {
 
     // Through connect: the connection fails the same way, protocol uncalled.
     let (p, made) = quiet();
-    let opts = ConnectOptions {
-        resolver: slow,
-        lookup_timeout: Duration::from_millis(50),
-        ..ConnectOptions::default()
-    };
+    let opts = ConnectOptions::default()
+        .with_resolver(slow)
+        .with_lookup_timeout(Duration::from_millis(50));
     let e = ev
         .run_until(ev.connect_tcp_with("slow.test:1", p, &opts).connected())
         .unwrap_err()

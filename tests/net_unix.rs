@@ -67,3 +67,30 @@ fn connecting_to_a_missing_path_fails_with_not_found() {
     let e = f.downcast_ref::<std::io::Error>().unwrap();
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{f}");
 }
+
+/// A listener whose file was removed by hand, and a new listener bound at
+/// the same path since: stopping the first leaves the second's file, and
+/// the second still accepts.
+#[test]
+fn stopping_a_listener_leaves_a_newer_listener_s_file_alone() {
+    let path = temp_path("rebound");
+    let ev = EventLoop::new().unwrap();
+    let a = ev.listen_unix(&path, || Rec::echo().0).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let b = ev.listen_unix(&path, || Rec::echo().0).unwrap();
+    a.stop_listening().result().unwrap().unwrap();
+    drop(a);
+    assert!(path.exists(), "the newer listener's file was removed");
+    let (rec, client) = Rec::new();
+    let t = ev
+        .run_until(ev.connect_unix(&path, rec).connected())
+        .unwrap();
+    t.write(b"still here");
+    run_until(&ev, Duration::from_secs(10), || {
+        client.borrow().bytes == b"still here"
+    });
+    t.close();
+    run_until(&ev, Duration::from_secs(10), || lost_count(&client) == 1);
+    b.stop_listening().result().unwrap().unwrap();
+    assert!(!path.exists(), "the newer listener removes its own file");
+}

@@ -86,8 +86,8 @@ fn sigchld_path_reports_a_child_reaped_elsewhere() {
             p.wait()
                 .add_timeout(std::time::Duration::from_secs(20), &ev),
         )
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    let err = format!("{err:#}");
     assert!(
         err.contains("exit status unavailable: reaped elsewhere or SIGCHLD ignored"),
         "{err}"

@@ -22,7 +22,7 @@ const UNAVAILABLE: &str = "exit status unavailable: reaped elsewhere or SIGCHLD 
 /// Runs until `d` fires; a generous bound turns a hang into a failure.
 fn bounded<T: 'static>(ev: &EventLoop, d: Deferred<T>) -> Result<T, String> {
     ev.run_until(d.add_timeout(Duration::from_secs(20), ev))
-        .map_err(|e| e.to_string())
+        .map_err(|e| format!("{e:#}"))
 }
 
 /// The outcome heard by the protocol, exactly once, and by `wait()` agree:

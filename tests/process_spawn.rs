@@ -371,8 +371,8 @@ fn a_child_reaped_elsewhere_ends_with_a_clear_failure() {
     assert_eq!(r, p.pid() as libc::pid_t);
     let err = ev
         .run_until(p.wait().add_timeout(Duration::from_secs(20), &ev))
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    let err = format!("{err:#}");
     let unavailable = "exit status unavailable: reaped elsewhere or SIGCHLD ignored";
     assert!(err.contains(unavailable), "{err}");
     let log = log.borrow();

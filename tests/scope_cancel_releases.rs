@@ -29,7 +29,7 @@ fn a_cancelled_scope_releases_reads_connects_timers_jobs_locks_and_queues() {
     let held = ev.run_until(lock.acquire()).unwrap();
     let sem = DeferredSemaphore::new(NonZeroUsize::MIN);
     let sem_held = ev.run_until(sem.acquire()).unwrap();
-    let queue = DeferredQueue::<u8>::new(None, None);
+    let queue = DeferredQueue::<u8>::unbounded();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let blocker = ev.defer_to_thread(move || release_rx.recv().unwrap());
     let queued_ran = Arc::new(AtomicBool::new(false));

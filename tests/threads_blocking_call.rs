@@ -130,3 +130,71 @@ fn a_loop_stopping_under_a_waiting_call_wakes_it() -> Result<(), Error> {
     assert!(waited < Duration::from_secs(10));
     Ok(())
 }
+
+/// A blocking call made on the loop's own thread (from its callback) fails at
+/// once, before queueing anything, instead of waiting out its timeout: the
+/// loop cannot run the call while its thread waits.
+#[test]
+fn a_blocking_call_on_the_loop_s_own_thread_fails_at_once() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    let remote = ev.remote();
+    let (tx, rx) = mpsc::channel();
+    ev.call_soon(move |lp| {
+        // With no check this would block the loop for the whole timeout and
+        // then give `TimedOut`.
+        let r = remote.call_blocking(Duration::from_secs(20), |_| succeed(1u8));
+        tx.send(r).unwrap();
+        lp.stop();
+    })?;
+    ev.run()?;
+    match rx.recv().unwrap() {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("own thread"), "{m}"),
+        other => panic!("expected the own-thread error, got {other:?}"),
+    }
+    Ok(())
+}
+
+/// Two loops whose callbacks block on each other: the call that would close
+/// the cycle fails at once, so both loops go on; without the check both
+/// threads would wait out their timeouts.
+#[test]
+fn a_cycle_of_blocking_calls_between_loops_fails_at_once() {
+    let (remote_tx, remote_rx) = mpsc::channel();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    // Loop B runs on its own thread until told to stop.
+    let b_thread = thread::spawn(move || {
+        let ev = EventLoop::new().unwrap();
+        // Handed over once B runs: a blocking call needs a running loop.
+        let handed = ev.remote();
+        ev.call_soon(move |_| remote_tx.send(handed).unwrap())
+            .unwrap();
+        let remote = ev.remote();
+        thread::spawn(move || {
+            let _ = stop_rx.recv();
+            let _ = remote.stop();
+        });
+        ev.run().unwrap();
+    });
+    let b = remote_rx.recv().unwrap();
+    let ev = EventLoop::new().unwrap();
+    let a = ev.remote();
+    let (tx, rx) = mpsc::channel();
+    ev.call_soon(move |lp| {
+        // A's callback blocks on B; B's call blocks on A: a cycle.
+        let inner = b.call_blocking(Duration::from_secs(20), move |_| {
+            let r = a.call_blocking(Duration::from_secs(20), |_| succeed(7u8));
+            succeed(r)
+        });
+        tx.send(inner).unwrap();
+        lp.stop();
+    })
+    .unwrap();
+    ev.run().unwrap();
+    let inner = rx.recv().unwrap().expect("B answered A's call");
+    match inner {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("deadlock"), "{m}"),
+        other => panic!("expected the cycle error, got {other:?}"),
+    }
+    stop_tx.send(()).unwrap();
+    b_thread.join().unwrap();
+}

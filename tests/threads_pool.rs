@@ -15,7 +15,7 @@ fn a_thousand_jobs_on_four_threads_fire_on_the_loop_thread() -> Result<(), Error
     let ev = EventLoop::new()?;
     ev.set_max_threads(4)?;
     let loop_thread = thread::current().id();
-    let ds = (0..1000u64)
+    let ds: Vec<_> = (0..1000u64)
         .map(|i| {
             ev.defer_to_thread(move || (i * i, thread::current().id()))
                 .add_callback(move |(v, worker)| {

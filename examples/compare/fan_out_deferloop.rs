@@ -26,7 +26,7 @@ fn ask(lp: &Loop, addr: SocketAddr) -> Deferred<String> {
 /// The first answer as `(backend index, answer)`; every failure is printed as
 /// it happens; losers are cancelled once there is a winner or the time is up.
 pub fn fan_out(lp: &Loop, backends: &[SocketAddr], timeout: Duration) -> Deferred<(usize, String)> {
-    let asks = backends
+    let asks: Vec<_> = backends
         .iter()
         .enumerate()
         .map(|(i, &addr)| {

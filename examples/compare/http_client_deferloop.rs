@@ -94,7 +94,7 @@ pub fn fetch_all(
             },
         )
     });
-    gather_results(workers.collect()).map(|all| {
+    gather_results(workers).map(|all| {
         let mut all: Vec<_> = all.into_iter().flatten().collect();
         all.sort_by_key(|(i, _)| *i);
         all.into_iter().map(|(_, r)| r).collect()

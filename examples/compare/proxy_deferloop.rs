@@ -19,7 +19,9 @@ pub fn start(
     Stream::listen_tcp(ev, addr, move |client| {
         let upstream = Stream::connect(&lp, target);
         // A reset or a refused connect ends the relay; nothing to report.
-        let _ = relay(&client, &upstream).add_both(|_| Ok::<_, Failure>(()));
+        relay(&client, &upstream)
+            .add_both(|_| Ok::<_, Failure>(()))
+            .detach();
     })
 }
 

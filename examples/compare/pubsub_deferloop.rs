@@ -89,7 +89,7 @@ fn publish(topics: &mut Topics, rest: &str) {
 }
 
 pub fn start(ev: &EventLoop, addr: SocketAddr) -> Result<Listener, deferloop::Error> {
-    let commands = DeferredQueue::new(None, None);
+    let commands = DeferredQueue::unbounded();
     broker(commands.clone()).detach();
     Stream::listen_tcp(ev, addr, move |s| serve(s, commands.clone()))
 }

@@ -242,6 +242,27 @@ impl std::fmt::Debug for Peers {
     }
 }
 
+impl std::fmt::Debug for CoresBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let addrs: Vec<SocketAddr> = self.listens.iter().map(|l| l.0).collect();
+        f.debug_struct("CoresBuilder")
+            .field("loops", &self.loops)
+            .field("pin", &self.pin)
+            .field("grace", &self.grace)
+            .field("listens", &addrs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Cores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cores")
+            .field("loops", &self.threads.len())
+            .field("local_addrs", &self.addrs)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Cores {
     /// A builder: one loop per CPU this process may use, not pinned.
     pub fn builder() -> CoresBuilder {

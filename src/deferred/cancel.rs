@@ -89,6 +89,7 @@ pub(crate) fn cancel(node: &NodeRef) {
                 if let Err(p) = catch_unwind(AssertUnwindSafe(|| c(node))) {
                     let created = node.borrow().created_at;
                     log::error!(
+                        deferred_created_at:% = created;
                         "canceller of Deferred created at {created} panicked: {}; the Deferred stays unfired",
                         super::failure::panic_message(&*p)
                     );

@@ -21,6 +21,7 @@ use std::time::Duration;
 /// put into a chain as a failure when [`chain_deferred`](super::Deferred::chain_deferred)
 /// forwards into a Deferred that had already fired.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AlreadyCalled {
     /// Where the Deferred was created.
     pub created_at: &'static Location<'static>,
@@ -76,6 +77,7 @@ impl StdError for ChainedToSelf {}
 /// cloned); Rust does not tell a `drop` where it happens, so with
 /// `RUST_BACKTRACE=1` the failure also carries a backtrace of the drop.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Abandoned {
     /// Where the Deferred was created.
     pub created_at: &'static Location<'static>,
@@ -156,6 +158,7 @@ impl StdError for TimedOut {}
 /// Equality compares `index` and whether the failures are the same failure
 /// ([`Failure::ptr_eq`]), as Twisted compares `(index, subFailure)`.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FirstError {
     /// Position of the failed input.
     pub index: usize,

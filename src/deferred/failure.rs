@@ -340,6 +340,7 @@ impl StdError for LocalError {
 
 /// The error inside a [`Failure`] made from a caught panic.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Panicked {
     /// The panic message (`"Box<dyn Any>"` when the payload was not a string).
     pub message: String,

@@ -19,6 +19,7 @@ use std::rc::Rc;
 
 /// What a [`DeferredList`] fires with.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ListResult<T> {
     /// Every input's result, in input order.
     All(Vec<Result<T, Failure>>),
@@ -79,6 +80,17 @@ pub struct DeferredList<T> {
     consume_errors: bool,
 }
 
+impl<T> std::fmt::Debug for DeferredList<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeferredList")
+            .field("inputs", &self.inputs)
+            .field("fire_on_one_callback", &self.fire_on_one_callback)
+            .field("fire_on_one_errback", &self.fire_on_one_errback)
+            .field("consume_errors", &self.consume_errors)
+            .finish()
+    }
+}
+
 struct ListState<T> {
     results: Vec<Option<Result<T, Failure>>>,
     /// Each input's creation site, if failures may need reporting here.
@@ -93,10 +105,11 @@ struct ListState<T> {
 }
 
 impl<T: 'static> DeferredList<T> {
-    /// A list over `inputs` with every switch off.
-    pub fn new(inputs: Vec<Deferred<T>>) -> DeferredList<T> {
+    /// A list over `inputs` (a `Vec`, an array, or any iterator of
+    /// Deferreds) with every switch off.
+    pub fn new(inputs: impl IntoIterator<Item = Deferred<T>>) -> DeferredList<T> {
         DeferredList {
-            inputs,
+            inputs: inputs.into_iter().collect(),
             fire_on_one_callback: false,
             fire_on_one_errback: false,
             consume_errors: false,
@@ -162,6 +175,7 @@ impl<T: 'static> DeferredList<T> {
                 cancel_weak(w);
             }
         });
+        d.tag_inputs(&self.inputs);
         if n == 0 && !self.fire_on_one_callback {
             r.callback_if_pending(ListResult::All(Vec::new()));
             return d;
@@ -261,7 +275,10 @@ fn record<T: 'static>(
 /// # Ok::<(), deferloop::Error>(())
 /// ```
 #[track_caller]
-pub fn gather_results<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<Vec<T>> {
+pub fn gather_results<T: 'static>(
+    inputs: impl IntoIterator<Item = Deferred<T>>,
+) -> Deferred<Vec<T>> {
+    let inputs: Vec<Deferred<T>> = inputs.into_iter().collect();
     if inputs.iter().all(Deferred::is_ready) {
         return gather_ready(inputs);
     }
@@ -332,7 +349,7 @@ struct Race<T> {
 ///
 /// let ev = EventLoop::new()?;
 /// let ms = Duration::from_millis;
-/// let first = race(vec![
+/// let first = race([
 ///     defer_later(&ev, ms(200), || Ok("mirror A")),
 ///     defer_later(&ev, ms(1), || Ok("mirror B")),
 /// ]);
@@ -341,7 +358,8 @@ struct Race<T> {
 /// # Ok::<(), deferloop::Error>(())
 /// ```
 #[track_caller]
-pub fn race<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<(usize, T)> {
+pub fn race<T: 'static>(inputs: impl IntoIterator<Item = Deferred<T>>) -> Deferred<(usize, T)> {
+    let inputs: Vec<Deferred<T>> = inputs.into_iter().collect();
     let n = inputs.len();
     let state = Rc::new(RefCell::new(Race {
         resolver: None,
@@ -362,6 +380,7 @@ pub fn race<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<(usize, T)> {
         }
     });
     state.borrow_mut().resolver = Some(r);
+    d.tag_inputs(&inputs);
     for (i, input) in inputs.into_iter().enumerate() {
         let s = state.clone();
         input

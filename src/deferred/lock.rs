@@ -8,6 +8,7 @@
 //! through any number of waiters runs at constant stack depth (Twisted's
 //! overflows: <https://github.com/twisted/twisted/issues/9304>).
 
+use super::registry::Wait;
 use super::{maybe_deferred, succeed, Deferred, IntoStep, Resolver};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -22,6 +23,9 @@ struct Sem {
     /// Waiters already granted a token, not yet fired (trampoline).
     granted: VecDeque<Resolver<LockGuard>>,
     firing: bool,
+    /// `"lock"` or `"semaphore"`, and where it was made (for `ps`).
+    kind: &'static str,
+    made_at: &'static std::panic::Location<'static>,
 }
 
 /// A held [`DeferredLock`], or one token of a [`DeferredSemaphore`]: what
@@ -76,8 +80,11 @@ impl fmt::Debug for LockGuard {
 struct SemRef(Rc<RefCell<Sem>>);
 
 impl SemRef {
-    fn new(limit: usize) -> SemRef {
+    #[track_caller]
+    fn new(limit: usize, kind: &'static str) -> SemRef {
         SemRef(Rc::new(RefCell::new(Sem {
+            kind,
+            made_at: std::panic::Location::caller(),
             tokens: limit,
             limit,
             waiters: VecDeque::new(),
@@ -107,6 +114,10 @@ impl SemRef {
             }
         });
         s.waiters.push_back(r);
+        d.tag_wait(|| Wait::Turn {
+            kind: s.kind,
+            created_at: s.made_at,
+        });
         d
     }
 
@@ -190,8 +201,9 @@ pub struct DeferredLock(SemRef);
 
 impl DeferredLock {
     /// An unlocked lock.
+    #[track_caller]
     pub fn new() -> DeferredLock {
-        DeferredLock(SemRef::new(1))
+        DeferredLock(SemRef::new(1, "lock"))
     }
 
     /// A Deferred that fires with the lock's guard when the caller holds it.
@@ -219,6 +231,7 @@ impl DeferredLock {
 }
 
 impl Default for DeferredLock {
+    #[track_caller]
     fn default() -> Self {
         DeferredLock::new()
     }
@@ -251,8 +264,9 @@ impl DeferredSemaphore {
     /// let sem = DeferredSemaphore::new(NonZeroUsize::new(2).unwrap());
     /// assert_eq!(sem.tokens(), 2);
     /// ```
+    #[track_caller]
     pub fn new(tokens: NonZeroUsize) -> DeferredSemaphore {
-        DeferredSemaphore(SemRef::new(tokens.get()))
+        DeferredSemaphore(SemRef::new(tokens.get(), "semaphore"))
     }
 
     /// A Deferred that fires with a guard when the caller holds a token.

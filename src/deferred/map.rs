@@ -123,6 +123,7 @@ struct State<It, U> {
 
 type Shared<It, F, U> = Rc<Mapping<It, F, U>>;
 
+#[track_caller]
 fn run<I, R, F>(
     items: I,
     limit: usize,
@@ -214,6 +215,9 @@ where
                     let stopped = {
                         let mut s = m.state.borrow_mut();
                         s.flying.push((index, pending.weak_node()));
+                        if let Some(r) = s.resolver.as_ref().filter(|_| super::registry::on()) {
+                            super::registry::tag_child(&Rc::downgrade(&r.node), &pending);
+                        }
                         s.stopped
                     };
                     let me = m.clone();

@@ -68,6 +68,7 @@ pub mod lock;
 pub mod map;
 mod node;
 pub mod queue;
+pub(crate) mod registry;
 mod repr;
 mod resolver;
 pub mod retry;
@@ -287,6 +288,9 @@ impl<T: 'static> Deferred<T> {
                 n.created_at = at;
                 n.resolvers = 1;
                 drop(n);
+                if registry::on() {
+                    registry::register(&node);
+                }
                 node
             }
             None => Node::with_resolvers(at, 1),
@@ -555,6 +559,13 @@ impl<T> fmt::Debug for Deferred<T> {
         // Twisted's repr: "waiting on Deferred at ...".
         if let Some(at) = waiting_on {
             s.field("waiting_on", &format_args!("Deferred created at {at}"));
+        }
+        // With the registry on (`ps`): its id, and what it waits on.
+        if let Some((id, waits)) = self.registry_view() {
+            s.field("id", &id);
+            if let Some(w) = waits {
+                s.field("waits_on", &format_args!("{w}"));
+            }
         }
         s.finish()
     }

@@ -194,6 +194,9 @@ impl Node {
         // node (field order), and holds nothing that needs a drop.
         unsafe { n.links.use_inline(&cell.inline) };
         drop(n);
+        if super::registry::on() {
+            super::registry::register(&cell);
+        }
         cell
     }
 

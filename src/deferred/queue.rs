@@ -15,10 +15,12 @@ use std::rc::Rc;
 /// the next item (Twisted's `DeferredQueue`).
 ///
 /// - `put(v)`: if getters wait, the oldest gets `v` (whatever `size` says); else
-///   `v` is stored if fewer than `size` items are (unbounded with `None`); else
+///   `v` is stored if fewer than `size` items are (any number for
+///   [`unbounded`](Self::unbounded)); else
 ///   [`QueueOverflow`].
 /// - `get()`: the oldest stored item (already fired); else a waiting Deferred if
-///   fewer than `backlog` getters wait; else [`QueueUnderflow`]. Cancelling a
+///   fewer than `backlog` getters wait ([`with_backlog`](Self::with_backlog);
+///   any number by default); else [`QueueUnderflow`]. Cancelling a
 ///   waiting get removes it (it fails with `Cancelled`).
 ///
 /// Cloning gives another handle to the same queue, whatever `T` is.
@@ -42,14 +44,59 @@ struct Q<T> {
     waiting: VecDeque<Resolver<T>>,
     granted: VecDeque<(Resolver<T>, T)>,
     firing: bool,
+    /// Where the queue was made (for `ps`).
+    made_at: &'static std::panic::Location<'static>,
 }
 
 impl<T: 'static> DeferredQueue<T> {
-    /// A queue holding at most `size` items and `backlog` waiting getters
-    /// (`None`: unbounded).
-    pub fn new(size: Option<usize>, backlog: Option<usize>) -> DeferredQueue<T> {
+    /// A queue that stores any number of items and of waiting getters
+    /// (Twisted's `DeferredQueue()`).
+    ///
+    /// # Examples
+    /// ```
+    /// use deferloop::DeferredQueue;
+    ///
+    /// let q = DeferredQueue::unbounded();
+    /// let got = q.get().unwrap(); // waits
+    /// q.put("job").unwrap();
+    /// assert_eq!(got.result().unwrap().unwrap(), "job");
+    /// ```
+    #[track_caller]
+    pub fn unbounded() -> DeferredQueue<T> {
+        DeferredQueue::with_limits(None, None)
+    }
+
+    /// A queue that stores at most `size` items while no getter waits; a
+    /// put past that is [`QueueOverflow`]. `size` 0 is a hand-off: a put
+    /// succeeds only into a waiting getter. Waiting getters are unbounded
+    /// unless [`with_backlog`](Self::with_backlog) says otherwise.
+    ///
+    /// # Examples
+    /// ```
+    /// use deferloop::deferred::errors::QueueOverflow;
+    /// use deferloop::DeferredQueue;
+    ///
+    /// let q = DeferredQueue::bounded(1);
+    /// q.put(1).unwrap();
+    /// assert_eq!(q.put(2), Err(QueueOverflow));
+    /// ```
+    #[track_caller]
+    pub fn bounded(size: usize) -> DeferredQueue<T> {
+        DeferredQueue::with_limits(Some(size), None)
+    }
+
+    /// At most `backlog` getters wait at once; a `get` past that is
+    /// [`QueueUnderflow`].
+    pub fn with_backlog(self, backlog: usize) -> DeferredQueue<T> {
+        self.inner.borrow_mut().backlog = Some(backlog);
+        self
+    }
+
+    #[track_caller]
+    fn with_limits(size: Option<usize>, backlog: Option<usize>) -> DeferredQueue<T> {
         DeferredQueue {
             inner: Rc::new(RefCell::new(Q {
+                made_at: std::panic::Location::caller(),
                 size,
                 backlog,
                 pending: VecDeque::new(),
@@ -117,6 +164,10 @@ impl<T: 'static> DeferredQueue<T> {
             }
         });
         q.waiting.push_back(r);
+        d.tag_wait(|| super::registry::Wait::Turn {
+            kind: "queue",
+            created_at: q.made_at,
+        });
         Ok(d)
     }
 

@@ -70,6 +70,8 @@ struct State {
     /// even if the body had finished.
     outer_cancelled: bool,
     ended: bool,
+    /// The scope's own Deferred (for `ps`: it waits on the children).
+    outer: WeakNode,
     /// Fires the scope's Deferred with the body's value or the failures.
     finish: Option<Finish>,
 }
@@ -116,6 +118,7 @@ pub fn scope_collect_all<R: IntoStep>(body: impl FnOnce(&Scope) -> R) -> Deferre
     run(body, false, Location::caller())
 }
 
+#[track_caller]
 fn run<R: IntoStep>(
     body: impl FnOnce(&Scope) -> R,
     fail_fast: bool,
@@ -130,6 +133,7 @@ fn run<R: IntoStep>(
         body_done: false,
         outer_cancelled: false,
         ended: false,
+        outer: WeakNode::new(),
         finish: None,
     })));
     let weak = Rc::downgrade(&scope.0);
@@ -139,6 +143,7 @@ fn run<R: IntoStep>(
             Scope(s).cancel();
         }
     });
+    scope.0.borrow_mut().outer = d.weak_node();
     let value: Rc<RefCell<Option<R::Output>>> = Rc::new(RefCell::new(None));
     let v = value.clone();
     scope.0.borrow_mut().finish = Some(Box::new(move |failures: Vec<Failure>, cancelled| {
@@ -158,6 +163,7 @@ fn run<R: IntoStep>(
         Err(p) => super::fail(Failure::from_panic(p, at)),
     };
     scope.0.borrow_mut().body = Some(body.weak_node());
+    d.tag_inputs([&body]);
     let s = scope.clone();
     body.add_both(move |r: Result<R::Output, Failure>| {
         {
@@ -196,6 +202,7 @@ impl Scope {
                 d.add_both(|_| Ok(())).detach();
                 return Err(ScopeEnded);
             }
+            super::registry::tag_child(&st.outer, &d);
             (st.children.insert(d.weak_node()), st.cancelling)
         };
         let weak = d.weak_node();

@@ -10,6 +10,7 @@ use std::marker::PhantomData;
 mod sealed {
     /// What a callback may return, as the chain runs it: implemented only
     /// here, so the set of [`IntoStep`](super::IntoStep) types stays closed.
+    #[derive(Debug)]
     pub enum Step<U> {
         /// A plain result.
         Ready(Result<U, crate::Failure>),

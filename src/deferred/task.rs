@@ -33,6 +33,7 @@ pub fn defer_later<R: IntoStep>(
     defer_later_on(clock.as_clock(), delay, f, Location::caller())
 }
 
+#[track_caller]
 fn defer_later_on<C: Clock, R: IntoStep>(
     clock: &C,
     delay: Duration,
@@ -53,6 +54,9 @@ fn defer_later_on<C: Clock, R: IntoStep>(
         Ok(t) => *slot.borrow_mut() = Some(t),
         Err(e) => return super::fail(super::errors::loop_failure(e, at)),
     }
+    d.tag_wait(|| super::registry::Wait::Timer {
+        deadline: clock.now() + delay,
+    });
     d.add_callback(move |()| f())
 }
 
@@ -60,8 +64,8 @@ type Body<C> = Box<dyn FnMut(&LoopingCall<C>, u64) -> Deferred<()>>;
 
 /// Calls a function every `interval` on a clock (Twisted's `LoopingCall`).
 ///
-/// - [`start`](Self::start) records the start time; with `now == true` the first
-///   call is at once, else at start + interval. It returns a Deferred that fires
+/// - [`start`](Self::start) records the start time and makes the first call at
+///   once; [`start_later`](Self::start_later) makes it at start + interval. Each returns a Deferred that fires
 ///   with `()` when the looping call is [stopped](Self::stop), or fails with the failure of
 ///   a call that failed (which also stops the looping call).
 /// - Calls sit on the grid `start + k·interval`: after a call the next one is
@@ -93,7 +97,7 @@ type Body<C> = Box<dyn FnMut(&LoopingCall<C>, u64) -> Deferred<()>>;
 ///     }
 ///     Ok(())
 /// });
-/// let done = lc.start(Duration::from_millis(2), true)?;
+/// let done = lc.start(Duration::from_millis(2))?;
 /// ev.run_until(done).unwrap();
 /// assert!(!lc.is_running());
 /// # Ok::<(), deferloop::Error>(())
@@ -108,7 +112,7 @@ type Body<C> = Box<dyn FnMut(&LoopingCall<C>, u64) -> Deferred<()>>;
 /// let n = Rc::new(Cell::new(0));
 /// let n2 = n.clone();
 /// let lc = LoopingCall::new(clock.clone(), move || { n2.set(n2.get() + 1); Ok(()) });
-/// let done = lc.start(Duration::from_secs(1), true).unwrap();
+/// let done = lc.start(Duration::from_secs(1)).unwrap();
 /// clock.pump(&[Duration::from_secs(1); 3]);
 /// assert_eq!(n.get(), 4);
 /// lc.stop().unwrap();
@@ -201,14 +205,28 @@ impl<C: Clock> LoopingCall<C> {
         }
     }
 
-    /// Starts the looping call; see the type's documentation.
+    /// Starts the looping call with a first call now, then one every
+    /// `interval` (Twisted's `start(interval, now=True)`, its default).
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if the looping call is already running; the clock's error if
-    /// it cannot schedule the first call (`now == false`). A failure of the first
-    /// call under `now == true` is not an error here: the returned Deferred has
-    /// failed.
-    pub fn start(&self, interval: Duration, now: bool) -> Result<Deferred<()>, Error> {
+    /// [`Error::InvalidInput`] if the looping call is already running. A
+    /// failure of the first call is not an error here: the returned Deferred
+    /// has failed.
+    pub fn start(&self, interval: Duration) -> Result<Deferred<()>, Error> {
+        self.begin(interval, true)
+    }
+
+    /// Starts the looping call with its first call one `interval` from now
+    /// (Twisted's `start(interval, now=False)`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if the looping call is already running; the
+    /// clock's error if it cannot schedule the first call.
+    pub fn start_later(&self, interval: Duration) -> Result<Deferred<()>, Error> {
+        self.begin(interval, false)
+    }
+
+    fn begin(&self, interval: Duration, now: bool) -> Result<Deferred<()>, Error> {
         let (d, r) = Deferred::new();
         {
             let mut s = self.inner.borrow_mut();

@@ -65,6 +65,7 @@ impl<T: 'static> Deferred<T> {
         let at = Location::caller();
         let timed_out = Rc::new(Cell::new(false));
         let handle = self.cancel_handle();
+        self.tag_timeout(|| clock.as_clock().now() + timeout);
         let flag = timed_out.clone();
         let timer = clock.as_clock().call_later(timeout, move || {
             flag.set(true);

@@ -89,6 +89,7 @@ pub(crate) fn report(failure: Failure, created_at: &'static Location<'static>) {
 
 fn log_unhandled(r: &UnhandledFailure<'_>) {
     log::error!(
+        deferred_created_at:% = r.created_at, failure_origin:% = r.failure.origin(), failure:% = r.failure;
         "Unhandled error in Deferred created at {}: {} (failure origin: {})",
         r.created_at,
         r.failure,

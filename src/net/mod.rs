@@ -64,7 +64,8 @@
 //! ```
 
 mod blocks;
-mod core;
+mod connect_failed;
+pub(crate) mod core;
 pub mod framing;
 mod limits;
 mod open;
@@ -79,11 +80,12 @@ pub use self::core::transport::Transport;
 pub use blocks::relay::{copy, relay};
 pub use blocks::stream::{Stream, StreamProtocol};
 pub use blocks::stream_state::{IncompleteRead, LineTooLong, DEFAULT_READ_LIMIT};
+pub use connect_failed::ConnectFailed;
 pub use limits::Limits;
 pub use open::adopt::bind_reuseport;
-pub use open::eyeballs::{ConnectOptions, HAPPY_EYEBALLS_DELAY};
 pub use open::listener::Listener;
 pub use open::memory;
+pub use open::options::{AddressPreference, ConnectOptions, HAPPY_EYEBALLS_DELAY};
 pub(crate) use open::pipe;
 pub use open::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT, DEFAULT_RESOLVER_THREADS};
 pub use protocol::{DatagramProtocol, Producer, Protocol};
@@ -94,6 +96,7 @@ use std::net::SocketAddr;
 
 /// The address of a stream socket: an IP address and port, or a Unix path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SockAddr {
     /// TCP over IPv4 or IPv6.
     Inet(SocketAddr),
@@ -136,6 +139,7 @@ impl fmt::Display for SockAddr {
 /// ([`Transport::set_write_buffer_cap`]): the peer does not read what is
 /// written to it, and the protocol did not stop writing on `pause_writing`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WriteBufferFull {
     /// The cap that was passed, in bytes.
     pub cap: usize,

@@ -149,6 +149,6 @@ fn reap_in_thread(shared: &ChildState) {
         let _ = reap::wait(pid, pidfd.as_ref(), true);
     });
     if let Err(e) = spawned {
-        log::warn!("deferloop: no thread to reap a detached child: {e}");
+        log::warn!(pid = pid; "deferloop: no thread to reap a detached child: {e}");
     }
 }

@@ -136,7 +136,8 @@ impl ChildState {
             Ok(None) => return,
             Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Err(self.unavailable()),
             Err(e) => {
-                log::warn!("deferloop: waiting for {} failed: {e}", self.command);
+                log::warn!(pid = self.pid, command:% = self.command;
+                    "deferloop: waiting for {} failed: {e}", self.command);
                 return;
             }
         };
@@ -391,6 +392,7 @@ impl Process {
     /// first, or with [`StatusUnavailable`] if the child was reaped without
     /// the loop (`SIGCHLD` ignored, or another part of the program waited
     /// for it).
+    #[track_caller]
     pub fn wait(&self) -> Deferred<ExitStatus> {
         match self.finished.borrow().clone() {
             Some(Ok(st)) => return succeed(st),
@@ -402,6 +404,7 @@ impl Process {
         };
         let (d, r) = Deferred::new();
         s.waiters.borrow_mut().push(r);
+        d.tag_wait(|| crate::ps::Wait::Process { pid: self.pid });
         d
     }
 }

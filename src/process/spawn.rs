@@ -191,7 +191,7 @@ impl Loop {
             }
         }
         if reap::sigchld_ignored() {
-            log::warn!(
+            log::warn!(command:% = command;
                 "deferloop: SIGCHLD is ignored (SIG_IGN or SA_NOCLDWAIT), so the kernel may reap \
                  {command} itself: its exit is still reported, but its exit status may be \
                  unavailable (StatusUnavailable)"

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 /// The state of a [`Handle`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HandleState {
     /// Waiting to run.
     Pending,

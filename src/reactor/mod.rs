@@ -8,6 +8,7 @@ mod callback;
 mod decay;
 mod embed;
 mod exceptions;
+pub(crate) mod give_back;
 mod handle;
 mod key;
 pub(crate) mod monitor;
@@ -17,8 +18,10 @@ mod ready;
 mod remote;
 mod run;
 pub(crate) mod source;
+mod stats;
 mod threads;
 mod turn;
+mod waits;
 
 use crate::clock::{Clock, ManualClock};
 use crate::context::Context;
@@ -47,6 +50,7 @@ pub use handle::{Handle, HandleState};
 pub(crate) use key::SourceKey;
 pub use remote::Remote;
 pub(crate) use source::{PostAction, Ready, Source};
+pub use stats::Stats;
 pub use threads::DEFAULT_POOL_CLOSE_TIMEOUT;
 
 /// Step 2 never sleeps longer than this ("avoid OS limitations", as asyncio).
@@ -87,6 +91,7 @@ pub(crate) struct Inner {
     instrumented: Cell<bool>,
     last_publish: Cell<Option<Instant>>,
     turns: Cell<u64>,
+    counters: stats::Counters,
     handler: RefCell<Option<ExceptionHandler>>,
     pool: RefCell<threads::Pool>,
     /// Time stands still unless this clock is advanced (`with_manual_clock`).
@@ -224,15 +229,18 @@ impl EventLoop {
             instrumented: Cell::new(false),
             last_publish: Cell::new(None),
             turns: Cell::new(0),
+            counters: stats::Counters::default(),
             handler: RefCell::new(None),
             pool: RefCell::new(threads::Pool::new()),
             manual,
         };
-        Ok(EventLoop {
+        let ev = EventLoop {
             lp: Loop {
                 inner: Rc::new(inner),
             },
-        })
+        };
+        crate::ps::from_env(&ev);
+        Ok(ev)
     }
 
     /// The loop as a [`Loop`], the cheap strong handle callbacks get (the
@@ -440,6 +448,14 @@ impl Loop {
         }
     }
 
+    /// The monitor's snapshot, published now (for `ps`, on the loop's thread).
+    pub(crate) fn monitor_now(&self) -> Snapshot {
+        self.inner.instrument();
+        self.inner.last_publish.set(None);
+        self.inner.publish();
+        self.monitor().snapshot()
+    }
+
     /// Starts a watchdog thread that logs (`log::warn!`), while it is still
     /// blocked, a loop that has been inside one callback for `threshold` or
     /// longer, naming where that callback was scheduled and for how long; it
@@ -576,6 +592,7 @@ impl Inner {
         let plain = ctx.is_empty();
         let outer = if plain { None } else { Some(ctx.enter()) };
         let result = panic::catch_unwind(AssertUnwindSafe(|| f(lp)));
+        self.counters.callback_ran();
         if let Some(outer) = outer {
             outer.enter();
         } else {
@@ -593,11 +610,8 @@ impl Inner {
                 location: Some(loc),
             });
         }
-        if let (Some(t0), true) = (started, self.debug.get()) {
-            let took = t0.elapsed();
-            if took >= self.slow_callback.get() {
-                log::warn!("deferloop: executing callback scheduled at {loc} took {took:.3?}");
-            }
+        if let Some(t0) = started {
+            stats::timed(self, loc, t0.elapsed());
         }
     }
 }

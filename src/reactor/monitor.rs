@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 /// The callback a loop is running, in a [`Snapshot`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CurrentCallback {
     /// Where the callback was scheduled.
     pub scheduled_at: &'static Location<'static>,
@@ -156,6 +157,7 @@ pub(crate) fn spawn_watchdog(shared: Arc<CrossThread>, threshold: Duration) -> s
                 };
                 if blocked >= next {
                     log::warn!(
+                        scheduled_at:% = loc, blocked_ms = blocked.as_millis() as u64;
                         "deferloop: the loop has been blocked for {blocked:?} in a callback scheduled at {loc} (still running)"
                     );
                     reported = Some((since, next * 2));

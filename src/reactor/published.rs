@@ -49,6 +49,7 @@ impl MonitorState {
 
 /// One pending timer in a [`Snapshot`](super::Snapshot).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct TimerInfo {
     /// When it is due.
     pub deadline: Instant,
@@ -58,6 +59,7 @@ pub struct TimerInfo {
 
 /// One registered I/O source in a [`Snapshot`](super::Snapshot).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct IoInfo {
     /// What it is: `"reader"`, `"tcp"`, `"listener"`, …
     pub kind: &'static str,

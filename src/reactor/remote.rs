@@ -21,6 +21,7 @@ use std::fmt;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// A queued call: stored inline when small (reactor/callback.rs).
@@ -121,6 +122,9 @@ pub(crate) struct CrossThread {
     waker: mio::Waker,
     wakes: AtomicU64,
     pub(crate) monitor: MonitorState,
+    /// The thread that made the loop, the only one it runs on (`EventLoop`
+    /// is `!Send`): a blocking call from it could never be answered.
+    owner: ThreadId,
 }
 
 impl CrossThread {
@@ -137,6 +141,7 @@ impl CrossThread {
             waker,
             wakes: AtomicU64::new(0),
             monitor: MonitorState::default(),
+            owner: std::thread::current().id(),
         }
     }
 
@@ -290,10 +295,21 @@ impl Remote {
     /// returns fires, for at most `timeout` (asyncio's
     /// `run_coroutine_threadsafe(...).result(timeout)`).
     ///
-    /// Must not be called from the loop's own thread (it would wait for itself).
     /// A `timeout` of `Duration::MAX` waits without limit.
     ///
+    /// Called on the loop's own thread (from one of its callbacks), it fails
+    /// at once: the loop cannot run the call while its thread waits. Loops
+    /// that block on each other in a cycle — loop A's callback blocks on B
+    /// while B's blocks on A, as two [`Cores`](crate::cores::Cores) loops
+    /// may — would wait forever; a call that would close such a cycle fails
+    /// at once too (each blocking call records which loop's thread it waits
+    /// for, and the check walks those records). A loop's callback that needs
+    /// another loop's answer is better off with `call_soon_threadsafe` and a
+    /// reply queued back, which never blocks a loop.
+    ///
     /// # Errors
+    /// [`Error::InvalidInput`] on the loop's own thread, or if the wait would
+    /// close a cycle of loops blocked on each other (nothing is queued);
     /// [`Error::Failed`] with the failure itself if the Deferred failed;
     /// [`Error::TimedOut`]; [`Error::Closed`] if the loop is or becomes closed;
     /// [`Error::NotRunning`] if the loop is not inside `run()`/`run_once()`
@@ -307,6 +323,7 @@ impl Remote {
         timeout: Duration,
         f: impl FnOnce(&Loop) -> Deferred<T> + Send + 'static,
     ) -> Result<T, Error> {
+        let _waiting = super::waits::begin(self.shared.owner)?;
         let slot = Arc::new(Slot::<T> {
             value: Mutex::new(None),
             filled: Condvar::new(),

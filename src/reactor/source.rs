@@ -26,6 +26,7 @@ use super::Loop;
 use crate::context::Context;
 use crate::Error;
 use slab::Slab;
+use smallvec::SmallVec;
 use std::any::Any;
 use std::collections::HashMap;
 use std::io;
@@ -131,6 +132,9 @@ struct Entry {
     /// adds bits, and the end of the dispatch queues the next one.
     queued: bool,
     at: &'static Location<'static>,
+    /// The file descriptors `by_fd` gives to this source (one, nearly
+    /// always): removing the source forgets them without a scan of `by_fd`.
+    fds: SmallVec<[RawFd; 1]>,
 }
 
 /// Who owns a file descriptor in the registry.
@@ -144,6 +148,11 @@ pub(crate) enum Owner {
 }
 
 /// The slab of sources, and which file descriptor belongs to which.
+///
+/// `by_fd` and the entries' `fds` mirror each other (`fd → key` there, and
+/// `fd` in that key's entry): claiming, releasing and removing each cost
+/// O(1) in the number of sources, so closing n connections is O(n), not the
+/// O(n²) of a scan of `by_fd` per close.
 #[derive(Default)]
 pub(crate) struct Registry {
     entries: Slab<Entry>,
@@ -193,8 +202,43 @@ impl Registry {
         self.by_fd.get(&fd).copied()
     }
 
+    /// Gives `fd` to the source at `key` (taking it from a previous owner).
+    /// Ignored if there is no such source: a key that is gone owns nothing.
     pub(crate) fn set_owner(&mut self, fd: RawFd, key: SourceKey, owner: Owner) {
-        self.by_fd.insert(fd, (key, owner));
+        if self.get_mut(key).is_none() {
+            return;
+        }
+        if let Some((old, _)) = self.by_fd.insert(fd, (key, owner)) {
+            if old != key {
+                if let Some(e) = self.get_mut(old) {
+                    e.fds.retain(|f| *f != fd);
+                }
+            }
+        }
+        let e = self.get_mut(key).expect("checked above");
+        if !e.fds.contains(&fd) {
+            e.fds.push(fd);
+        }
+    }
+
+    /// Forgets `fd` if it belongs to the source at `key`.
+    fn release(&mut self, fd: RawFd, key: SourceKey) {
+        if self.by_fd.get(&fd).is_some_and(|(k, _)| *k == key) {
+            self.by_fd.remove(&fd);
+            if let Some(e) = self.get_mut(key) {
+                e.fds.retain(|f| *f != fd);
+            }
+        }
+    }
+
+    /// Removes the source at `key` and the file descriptors it owns.
+    fn remove(&mut self, key: SourceKey) -> Option<Rc<dyn Source>> {
+        self.get_mut(key)?;
+        let e = self.entries.remove(key.index as usize);
+        for fd in e.fds {
+            self.by_fd.remove(&fd);
+        }
+        Some(e.src)
     }
 
     /// The source at `key`, downcast to its concrete type.
@@ -250,6 +294,7 @@ impl Loop {
             ready: Ready::EMPTY,
             queued: false,
             at,
+            fds: SmallVec::new(),
         });
         Ok(key)
     }
@@ -258,10 +303,7 @@ impl Loop {
     /// caller, outside any borrow). Its file descriptor, if claimed, is
     /// released. A dispatch already queued for it is skipped.
     pub(crate) fn remove_source(&self, key: SourceKey) -> Option<Rc<dyn Source>> {
-        let mut io = self.inner.io.borrow_mut();
-        io.get_mut(key)?;
-        io.by_fd.retain(|_, (k, _)| *k != key);
-        Some(io.entries.remove(key.index as usize).src)
+        self.inner.io.borrow_mut().remove(key)
     }
 
     /// Asks for a dispatch of `key` with `ready` added to its readiness: in
@@ -299,10 +341,7 @@ impl Loop {
 
     /// Forgets `fd` if it still belongs to `key` (call it as the fd is closed).
     pub(crate) fn release_fd(&self, fd: RawFd, key: SourceKey) {
-        let mut io = self.inner.io.borrow_mut();
-        if io.by_fd.get(&fd).is_some_and(|(k, _)| *k == key) {
-            io.by_fd.remove(&fd);
-        }
+        self.inner.io.borrow_mut().release(fd, key);
     }
 
     /// The source at `key`, if it is still there, as its concrete type.
@@ -431,3 +470,7 @@ mod tests {
         assert_eq!(c.dispatched.get(), 0);
     }
 }
+
+#[cfg(test)]
+#[path = "source_fds.rs"]
+mod fds_tests;

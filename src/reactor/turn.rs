@@ -9,6 +9,7 @@
 //! Tests: tests/loop_order.rs, tests/loop_timers.rs.
 
 use super::decay::DECAY;
+use super::give_back;
 use super::key::SourceKey;
 use super::published::{Published, LIST_AT_MOST, PUBLISH_EVERY};
 use super::ready::{Job, Task};
@@ -29,6 +30,9 @@ impl Inner {
         //    that of a burst of callbacks or remote calls.
         self.trim();
         let timeout = self.poll_timeout(max_wait); // 2. 0 | next deadline (≤ 24 h) | block; ≤ 100 ms after a burst, ≤ max_wait
+        if timeout != Some(Duration::ZERO) {
+            give_back::before_waiting(); // a burst's freed pages, back to the system
+        }
         self.poll(timeout)?; //                 3. the only place the loop sleeps
         self.queue_io_callbacks(); //           4. ready sources and remote calls → ready queue
         self.queue_due_timers(); //             5. deadline <= now, FIFO among equals
@@ -156,6 +160,7 @@ impl Inner {
     fn run_ready(&self, lp: &Loop) {
         if self.instrumented.get() {
             self.publish();
+            crate::ps::on_turn(lp);
         }
         let n = self.ready.borrow().len();
         for _ in 0..n {
@@ -173,7 +178,7 @@ impl Inner {
     }
 
     /// Publishes a summary for monitors, at most every 10 ms.
-    fn publish(&self) {
+    pub(super) fn publish(&self) {
         let now = Instant::now();
         if self
             .last_publish

@@ -148,6 +148,7 @@ mod sealed {
     use super::PostAction;
     use crate::{Deferred, Failure};
 
+    #[derive(Debug)]
     pub enum Outcome {
         Now(PostAction),
         Failed(Failure),

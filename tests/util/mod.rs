@@ -13,6 +13,31 @@ pub struct Record {
     pub message: String,
     pub thread: ThreadId,
     pub at: Instant,
+    /// The record's key-value fields (`log`'s `kv`), rendered.
+    pub kv: Vec<(String, String)>,
+}
+
+impl Record {
+    /// The field `key`, rendered, if the record has it.
+    pub fn field(&self, key: &str) -> Option<&str> {
+        self.kv
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+struct Fields(Vec<(String, String)>);
+
+impl<'k> log::kv::VisitSource<'k> for Fields {
+    fn visit_pair(
+        &mut self,
+        key: log::kv::Key<'k>,
+        value: log::kv::Value<'k>,
+    ) -> Result<(), log::kv::Error> {
+        self.0.push((key.to_string(), value.to_string()));
+        Ok(())
+    }
 }
 
 /// A logger that keeps every record in memory. Tests in one binary run in
@@ -26,12 +51,15 @@ impl log::Log for Capture {
         true
     }
     fn log(&self, r: &log::Record<'_>) {
+        let mut fields = Fields(Vec::new());
+        let _ = r.key_values().visit(&mut fields);
         self.records.lock().unwrap().push(Record {
             level: r.level(),
             target: r.target().to_owned(),
             message: r.args().to_string(),
             thread: thread::current().id(),
             at: Instant::now(),
+            kv: fields.0,
         });
     }
     fn flush(&self) {}

@@ -133,10 +133,12 @@ pub fn copy(from: &Stream, to: &Stream) -> Deferred<u64> {
 /// use deferloop::EventLoop;
 ///
 /// let ev = EventLoop::new()?;
-/// let target = "127.0.0.1:7000".parse()?;
+/// let target = "backend.internal:7000"; // or an address
 /// let lp = ev.to_loop();
 /// Stream::listen_tcp(&ev, "127.0.0.1:7002".parse()?, move |client| {
-///     let _ = relay(&client, &Stream::connect(&lp, target));
+///     relay(&client, &Stream::connect(&lp, target))
+///         .add_errback(|_| Ok((0, 0))) // a failed connect or a reset ends it
+///         .detach();
 /// })?;
 /// ev.run()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -10,7 +10,7 @@ use crate::net::blocks::stream_state::{
     lost, notify, pump, update_reading, Done, Request, StreamCell, StreamState, Want,
 };
 use crate::net::open::memory::{self, Peer};
-use crate::net::{Listener, Protocol, Transport};
+use crate::net::{ConnectOptions, Connection, Listener, Protocol, Target, Transport};
 use crate::reactor::WeakLoop;
 use crate::{Deferred, Error, Failure, Loop, Resolver};
 use smallvec::SmallVec;
@@ -95,10 +95,13 @@ impl fmt::Debug for Stream {
 }
 
 impl Stream {
-    /// Connects to `addr` and returns its stream at once: writes are
-    /// buffered until the connection is up, and reads wait for it. If the
-    /// connect fails, every read (and [`connected`](Self::connected)) fails
-    /// with its error.
+    /// Connects to `target` — `"host:port"`, `(host, port)` or a
+    /// `SocketAddr` — and returns its stream at once: writes are buffered
+    /// until the connection is up, and reads wait for it. A name is looked
+    /// up and its addresses raced (Happy Eyeballs), as
+    /// [`Loop::connect_tcp_to`] does. If the connect fails (a refused
+    /// address, a name that does not resolve, a malformed target), every
+    /// read (and [`connected`](Self::connected)) fails with its error.
     ///
     /// # Examples
     /// Asking a line server one question, with a time limit; cancelling the
@@ -108,8 +111,8 @@ impl Stream {
     /// use deferloop::{Deferred, EventLoop, Failure, Loop};
     /// use std::time::Duration;
     ///
-    /// fn ask(lp: &Loop, addr: std::net::SocketAddr) -> Deferred<String> {
-    ///     let s = Stream::connect(lp, addr);
+    /// fn ask(lp: &Loop, server: &str) -> Deferred<String> {
+    ///     let s = Stream::connect(lp, server);
     ///     s.write(b"what colour?\n");
     ///     s.read_line()
     ///         .add_timeout(Duration::from_secs(1), lp)
@@ -119,25 +122,75 @@ impl Stream {
     ///         })
     /// }
     /// let ev = EventLoop::new()?;
-    /// let answer = ev.run_until(ask(&ev, "127.0.0.1:7000".parse()?));
+    /// let answer = ev.run_until(ask(&ev, "colours.internal:7000"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A name that does not resolve is an error on the stream, not a panic:
+    /// ```
+    /// use deferloop::net::Stream;
+    /// use deferloop::{EventLoop, Failure};
+    ///
+    /// let ev = EventLoop::new()?;
+    /// let s = Stream::connect(&ev, "nonexistent.invalid:80");
+    /// let failed = s.connected().add_both(|r| Ok::<_, Failure>(r.err()));
+    /// let f = ev.run_until(failed).unwrap().expect("the connect fails");
+    /// assert!(f.to_string().contains("nonexistent.invalid"), "{f}");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[track_caller]
-    pub fn connect(lp: &Loop, addr: SocketAddr) -> Stream {
+    pub fn connect(lp: &Loop, target: impl Into<Target>) -> Stream {
+        Stream::connect_with(lp, target, &ConnectOptions::default())
+    }
+
+    /// [`connect`](Self::connect) with your own [`ConnectOptions`]
+    /// (resolver, timeouts, address preference).
+    ///
+    /// # Examples
+    /// ```
+    /// use deferloop::net::{AddressPreference, ConnectOptions, Stream};
+    /// use deferloop::EventLoop;
+    ///
+    /// let ev = EventLoop::new()?;
+    /// let server = Stream::listen_tcp(&ev, "127.0.0.1:0".parse()?, |s| s.write(b"hi\n"))?;
+    /// let port = server.local_addr().as_inet().unwrap().port();
+    /// let opts = ConnectOptions::default().with_preference(AddressPreference::Ipv4Only);
+    /// let s = Stream::connect_with(&ev, ("localhost", port), &opts);
+    /// assert_eq!(ev.run_until(s.read_line())?, "hi");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn connect_with(lp: &Loop, target: impl Into<Target>, options: &ConnectOptions) -> Stream {
+        let target = target.into();
+        Stream::over(lp, |proto| lp.connect_tcp_with(target, proto, options))
+    }
+
+    /// A stream over the connection `connect` makes with its protocol.
+    pub(crate) fn over(
+        lp: &Loop,
+        connect: impl FnOnce(StreamProtocol) -> Connection<StreamProtocol>,
+    ) -> Stream {
         let shared = Rc::new(RefCell::new(StreamState::new(lp.downgrade())));
         let proto = StreamProtocol {
             shared: shared.clone(),
             on_made: None,
         };
-        let (transport, _, connected) = lp.connect_tcp(addr, proto).into_parts();
+        let (transport, _, connected) = connect(proto).into_parts();
         let stream = Stream { shared, transport };
-        let weak = Rc::downgrade(&stream.shared);
-        let _ = connected.add_both(move |r: Result<Transport, Failure>| {
-            if let (Err(f), Some(shared)) = (r, weak.upgrade()) {
-                lost(&shared, Some(f));
-            }
-            Ok::<_, Failure>(())
-        });
+        // Held strongly until the connect is settled: a failed connect drops
+        // the protocol (the state's other owner) before this runs, and a
+        // stream whose handle was dropped (`relay(&a, &Stream::connect(..))`)
+        // must still fail what waits on it, a copy's Deferred among them,
+        // with the connect's error rather than abandon it.
+        let held = stream.shared.clone();
+        connected
+            .add_both(move |r: Result<Transport, Failure>| {
+                if let Err(f) = r {
+                    lost(&held, Some(f));
+                }
+                Ok::<_, Failure>(())
+            })
+            .detach();
         stream
     }
 
@@ -304,7 +357,14 @@ impl Stream {
     #[track_caller]
     fn deferred<T: 'static>(&self) -> (Deferred<T>, Resolver<T>) {
         let spare = self.shared.borrow_mut().spare.take();
-        Deferred::new_in(spare)
+        let (d, r) = Deferred::new_in(spare);
+        d.tag_wait(|| crate::ps::Wait::Read {
+            peer: self
+                .peer_addr()
+                .map_or_else(|e| e.to_string(), |a| a.to_string()),
+            buffered: self.buffered(),
+        });
+        (d, r)
     }
 
     fn request(&self, want: Want, done: Done) {

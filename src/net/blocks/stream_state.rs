@@ -24,6 +24,7 @@ pub const DEFAULT_READ_LIMIT: usize = 64 * 1024;
 /// the stream's read limit. The over-long line is dropped from the buffer:
 /// up to its delimiter if that has arrived, else everything buffered.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LineTooLong {
     /// The limit that was passed, in bytes.
     pub limit: usize,
@@ -41,6 +42,7 @@ impl std::error::Error for LineTooLong {}
 /// `IncompleteReadError`). Also what a read fails with at a clean end of
 /// file when nothing is buffered (then `partial` is empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct IncompleteRead {
     /// What had arrived; it is no longer buffered.
     pub partial: Vec<u8>,

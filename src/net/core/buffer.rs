@@ -206,6 +206,7 @@ impl WriteBuf {
     /// Gives the memory back if nothing is buffered (a quiet connection).
     pub(crate) fn release_if_empty(&mut self) {
         if self.is_empty() && self.buf.capacity() > 0 {
+            crate::reactor::give_back::freed(self.buf.capacity());
             self.buf = Vec::new();
             self.start = 0;
         }

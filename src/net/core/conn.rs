@@ -19,7 +19,7 @@ use crate::deferred::LoopClosed;
 use crate::net::core::buffer::WriteBuf;
 use crate::net::core::io::Wire;
 use crate::net::core::{self, Phase, WeakConn};
-use crate::net::{Connection, Limits, Protocol, SockAddr, Transport};
+use crate::net::{ConnectFailed, Connection, Limits, Protocol, SockAddr, Transport};
 use crate::reactor::{Ready, Source, SourceKey, WeakLoop};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
 use smallvec::SmallVec;
@@ -211,6 +211,8 @@ impl Conn {
             Ok(conn as Rc<dyn Source>)
         })?;
         let (conn, fd) = made.expect("built");
+        super::ss::track(&conn);
+        lp.counters().conn_opened();
         if let Some(fd) = fd {
             lp.claim_fd(fd, key);
         }
@@ -319,9 +321,8 @@ impl Conn {
         if !st.accepts_writes() {
             st.dropped_writes += 1;
             if st.dropped_writes == 1 {
-                log::warn!(
-                    "deferloop: write of {total} bytes to a closing or closed transport ignored"
-                );
+                log::warn!(peer:% = super::dispatch::peer_of(st), conn_at:% = self.at, bytes = total;
+                    "deferloop: write of {total} bytes to a closing or closed transport ignored");
             }
             return;
         }
@@ -334,7 +335,10 @@ impl Conn {
             st.direct_turn = turn;
             let io = st.io.as_mut().expect("an open stream has its io");
             match write_parts_now(&mut **io, parts, total) {
-                Ok(n) => written = n,
+                Ok(n) => {
+                    written = n;
+                    lp.counters().sent(n);
+                }
                 Err(e) => return self.close_now(lp, st, Some(Failure::new(e))),
             }
             // A layer may take it all and the socket refuse its records.
@@ -362,7 +366,8 @@ impl Conn {
         }
         if st.wbuf.len() > st.cap {
             let e = crate::net::WriteBufferFull { cap: st.cap };
-            log::warn!("deferloop: {e}; connection aborted");
+            log::warn!(peer:% = super::dispatch::peer_of(st), conn_at:% = self.at, cap = st.cap;
+                "deferloop: {e}; connection aborted");
             return self.close_now(lp, st, Some(Failure::new(e)));
         }
         self.wake(lp);
@@ -387,6 +392,7 @@ impl Conn {
             match io.write(st.wbuf.pending()) {
                 Ok(0) => break Err(io::Error::from(io::ErrorKind::WriteZero)),
                 Ok(n) => {
+                    lp.counters().sent(n);
                     st.wbuf.consume(n);
                     st.took = st.took.saturating_add(n);
                 }
@@ -536,21 +542,11 @@ pub(crate) fn connect<P: Protocol>(
     let failed = |f: Failure| Connection::new(Transport::dangling(), fail(f));
     let io = match io {
         Ok(io) => io,
-        Err(e) => {
-            return failed(Failure::new(io::Error::new(
-                e.kind(),
-                format!("connect to {to}: {e}"),
-            )))
-        }
+        Err(e) => return failed(Failure::new(ConnectFailed::wrap(&to, e))),
     };
     let conn = match Conn::open(lp, io, Box::new(protocol), Some(to.to_string()), at) {
         Ok(conn) => conn,
-        Err(Error::Io(e)) => {
-            return failed(Failure::new(io::Error::new(
-                e.kind(),
-                format!("connect to {to}: {e}"),
-            )))
-        }
+        Err(Error::Io(e)) => return failed(Failure::new(ConnectFailed::wrap(&to, e))),
         Err(Error::Closed) => return failed(Failure::new(LoopClosed)),
         Err(e) => return failed(Failure::new(e)),
     };
@@ -562,6 +558,9 @@ pub(crate) fn connect<P: Protocol>(
                 drop(garbage);
             }
         }
+    });
+    d.tag_wait(|| crate::ps::Wait::Connect {
+        addr: to.to_string(),
     });
     if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
         *resolver = Some(r);

@@ -6,7 +6,7 @@ use crate::deferred::LoopClosed;
 use crate::net::core::buffer;
 use crate::net::core::conn::Conn;
 use crate::net::core::{self, Phase};
-use crate::net::{Protocol, Transport};
+use crate::net::{ConnectFailed, Protocol, Transport};
 use crate::reactor::{PostAction, Ready, Source, SourceKey};
 use crate::{Error, Failure, Loop};
 use std::io;
@@ -41,12 +41,11 @@ impl Conn {
                 drop(garbage);
                 match resolver {
                     Some(r) => {
-                        let e = io::Error::new(e.kind(), format!("connect to {to}: {e}"));
-                        r.errback_if_pending(e);
+                        r.errback_if_pending(ConnectFailed::wrap(&to, e));
                     }
                     // An accepted TLS client: nobody waits, as documented on
                     // `listen_tls`, the failure goes to the log.
-                    None => log::debug!("deferloop: TLS client {to}: {e}"),
+                    None => log::debug!(peer = to.as_str(); "deferloop: TLS client {to}: {e}"),
                 }
                 false
             }
@@ -178,6 +177,7 @@ impl Conn {
                         Step::Eof
                     }
                     Ok(n) => {
+                        lp.counters().received(n);
                         // A short read emptied the socket: the next data brings
                         // a new edge. Unless the peer's FIN was signalled: its
                         // edge is spent, so read on to the end-of-file. (Or a
@@ -279,6 +279,26 @@ impl Conn {
     ) {
         let message = "Exception in protocol callback (connection_lost)";
         let _ = core::contain(lp, self.at, message, || proto.connection_lost(t, reason));
+    }
+}
+
+/// The peer of a connection, for a log record's `peer` field: its address,
+/// or while connecting the target, or `"-"`.
+pub(crate) fn peer_of(st: &super::conn::ConnState) -> String {
+    match (&st.connect, st.io.as_ref().map(|io| io.peer_addr())) {
+        (Some((_, to)), _) => to.clone(),
+        (None, Some(Ok(a))) => a.to_string(),
+        _ => "-".to_owned(),
+    }
+}
+
+/// A connection no longer held by the loop: one fewer in
+/// [`Stats::connections_open`](crate::Stats::connections_open).
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(lp) = self.lp.upgrade() {
+            lp.counters().conn_dropped();
+        }
     }
 }
 

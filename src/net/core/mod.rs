@@ -20,6 +20,7 @@ pub(super) mod connection;
 mod deadlines;
 mod dispatch;
 pub(super) mod io;
+pub(crate) mod ss;
 pub(super) mod transport;
 
 use crate::reactor::{ExceptionContext, WeakLoop};

@@ -554,6 +554,7 @@ thread_local! {
 pub(crate) fn gone_write(what: &str, total: usize) {
     if !GONE_WRITE_LOGGED.with(|l| l.replace(true)) {
         log::warn!(
+            what = what, bytes = total;
             "deferloop: write of {total} bytes to {what} that is gone ignored \
              (logged once per thread)"
         );

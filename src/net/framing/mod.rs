@@ -193,6 +193,15 @@ pub struct Lines<P> {
     backlog: Backlog,
 }
 
+impl<P: std::fmt::Debug> std::fmt::Debug for Lines<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lines")
+            .field("decoder", &self.decoder)
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<P: FrameProtocol> Lines<P> {
     /// Lines ending with `b"\r\n"`, at most [`DEFAULT_MAX_LINE`] bytes.
     pub fn new(inner: P) -> Lines<P> {
@@ -257,6 +266,15 @@ pub struct LengthPrefixed<P> {
     decoder: LengthDecoder,
     inner: P,
     backlog: Backlog,
+}
+
+impl<P: std::fmt::Debug> std::fmt::Debug for LengthPrefixed<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LengthPrefixed")
+            .field("decoder", &self.decoder)
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<P: FrameProtocol> LengthPrefixed<P> {

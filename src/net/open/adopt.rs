@@ -100,17 +100,9 @@ pub fn bind_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
         SocketAddr::V4(_) => libc::AF_INET,
         SocketAddr::V6(_) => libc::AF_INET6,
     };
-    // SAFETY: plain system call; its result is checked before use.
-    let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = cloexec_socket(domain)?;
     // SAFETY: `fd` was just returned by `socket` and is owned by nothing else.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    check(
-        // SAFETY: `fd` is an open descriptor; FD_CLOEXEC only affects `exec`.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) },
-    )?;
     for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
         let on: libc::c_int = 1;
         // SAFETY: the option value is a live `c_int` and its size is given.
@@ -135,6 +127,37 @@ pub fn bind_reuseport(addr: SocketAddr) -> io::Result<TcpListener> {
     let l = TcpListener::from(sock);
     debug_assert_eq!(l.as_raw_fd(), fd);
     Ok(l)
+}
+
+/// A new stream socket, close-on-exec from its creation: set by `fcntl`
+/// afterwards, a `fork` + `exec` on another thread in between would leak it
+/// into the child (keeping the port bound there). macOS has no
+/// `SOCK_CLOEXEC`: there the flag can only be set after.
+#[cfg(not(any(target_os = "macos", target_os = "ios")))]
+fn cloexec_socket(domain: libc::c_int) -> io::Result<libc::c_int> {
+    // SAFETY: plain system call; its result is checked before use.
+    let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+#[cfg(any(target_os = "macos", target_os = "ios"))]
+fn cloexec_socket(domain: libc::c_int) -> io::Result<libc::c_int> {
+    // SAFETY: plain system call; its result is checked before use.
+    let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is an open descriptor; FD_CLOEXEC only affects `exec`.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        let e = io::Error::last_os_error();
+        // SAFETY: `fd` is ours and not used after.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    Ok(fd)
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {

@@ -16,10 +16,9 @@ use crate::deferred::LoopClosed;
 use crate::net::core::conn::Conn;
 use crate::net::core::io::{Tcp, Wire};
 use crate::net::core::Phase;
-use crate::net::open::resolve::{HostResolver, Target, DEFAULT_LOOKUP_TIMEOUT};
-use crate::net::{
-    Connection, DatagramProtocol, DatagramTransport, Limits, Protocol, SockAddr, Transport,
-};
+use crate::net::open::options::ConnectOptions;
+use crate::net::open::resolve::Target;
+use crate::net::{Connection, DatagramProtocol, DatagramTransport, Protocol, SockAddr, Transport};
 use crate::reactor::{PostAction, Ready, Source, SourceKey};
 use crate::{fail, Deferred, Error, Failure, Handle, Loop};
 use std::cell::{Cell, RefCell};
@@ -29,32 +28,6 @@ use std::os::unix::io::RawFd;
 use std::panic::Location;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
-
-/// RFC 8305's "Connection Attempt Delay", as asyncio and Twisted use it.
-pub const HAPPY_EYEBALLS_DELAY: Duration = Duration::from_millis(250);
-
-/// How [`Loop::connect_tcp_with`] finds and connects to a host.
-#[derive(Clone, Debug)]
-pub struct ConnectOptions {
-    /// Who looks the name up (default: [`HostResolver::system`]).
-    pub resolver: HostResolver,
-    /// Limit on the lookup (default 10 s).
-    pub lookup_timeout: Duration,
-    /// The delay before the next address is tried while the last attempt
-    /// is still pending (default 250 ms); `None` tries one address at a
-    /// time, each until it fails.
-    pub attempt_delay: Option<Duration>,
-}
-
-impl Default for ConnectOptions {
-    fn default() -> Self {
-        ConnectOptions {
-            resolver: HostResolver::system(),
-            lookup_timeout: DEFAULT_LOOKUP_TIMEOUT,
-            attempt_delay: Some(HAPPY_EYEBALLS_DELAY),
-        }
-    }
-}
 
 /// The connection's stream until an attempt wins: never connected.
 struct Placeholder;
@@ -87,24 +60,6 @@ impl Wire for Placeholder {
     }
 }
 
-/// Orders addresses for Happy Eyeballs: families alternate, starting with
-/// the family of the first address (the system's preference).
-pub(crate) fn interleave(addrs: Vec<SocketAddr>) -> Vec<SocketAddr> {
-    let Some(first) = addrs.first() else {
-        return addrs;
-    };
-    let first_v6 = first.is_ipv6();
-    let (mut a, mut b): (Vec<_>, Vec<_>) = addrs.into_iter().partition(|x| x.is_ipv6() == first_v6);
-    a.reverse();
-    b.reverse();
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    while !a.is_empty() || !b.is_empty() {
-        out.extend(a.pop());
-        out.extend(b.pop());
-    }
-    out
-}
-
 struct Race {
     key: Cell<Option<SourceKey>>,
     conn: Weak<Conn>,
@@ -116,7 +71,13 @@ struct Race {
     timer: RefCell<Option<Handle>>,
     delay: Option<Duration>,
     over: Cell<bool>,
+    /// What the winning socket becomes first (TLS puts its layer on).
+    wrap: RefCell<Option<Wrap>>,
 }
+
+/// Turns a won attempt's socket into the connection's stream: TLS puts its
+/// layer on it (and arms its handshake deadline) here.
+pub(crate) type Wrap = Box<dyn FnOnce(&Loop, &Rc<Conn>, Box<dyn Wire>) -> Box<dyn Wire>>;
 
 impl Race {
     /// Whether the connection still waits for this race.
@@ -226,6 +187,9 @@ impl Race {
         self.end(lp);
         let Some(conn) = self.wanted() else { return };
         let mut io: Box<dyn Wire> = Box::new(Tcp(stream));
+        if let Some(wrap) = self.wrap.borrow_mut().take() {
+            io = wrap(lp, &conn, io);
+        }
         let fd: Option<RawFd> = io.fd();
         if let Err(e) = lp.with_selector(|r| io.register(r, conn.key.token())) {
             return fail_conn(lp, &conn, Failure::new(e));
@@ -323,8 +287,10 @@ impl Loop {
     /// [`connect_tcp`](Self::connect_tcp) does; the Deferred fails with an
     /// `io::Error` naming the host and every address tried, or with a
     /// `TimedOut` one naming the host if it is not up within
-    /// [`Limits::connect_timeout`] (30 s for the lookup and all attempts;
-    /// [`Connection::connect_timeout`] replaces it).
+    /// [`Limits::connect_timeout`](crate::net::Limits::connect_timeout) (30 s for the lookup and all attempts;
+    /// [`ConnectOptions::connect_timeout`] or
+    /// [`Connection::connect_timeout`] replaces it). A name that does not
+    /// resolve fails it with the lookup's `io::Error`, naming the host.
     ///
     /// # Examples
     /// ```
@@ -352,8 +318,34 @@ impl Loop {
         self.connect_tcp_with(target, protocol, &ConnectOptions::default())
     }
 
-    /// [`connect_tcp_to`](Self::connect_tcp_to) with your own resolver,
-    /// lookup timeout and attempt delay.
+    /// [`connect_tcp_to`](Self::connect_tcp_to) with your own
+    /// [`ConnectOptions`]: resolver, lookup and connect timeouts, attempt
+    /// delay, and which addresses to try
+    /// ([`AddressPreference`](crate::net::AddressPreference)).
+    ///
+    /// # Examples
+    /// Only IPv4, and at most two seconds for the whole connect:
+    /// ```
+    /// use deferloop::net::{AddressPreference, ConnectOptions, Protocol, Transport};
+    /// use deferloop::EventLoop;
+    /// use std::time::Duration;
+    ///
+    /// struct Quiet;
+    /// impl Protocol for Quiet {
+    ///     fn data_received(&mut self, _: &Transport, _: &[u8]) {}
+    /// }
+    ///
+    /// let ev = EventLoop::new()?;
+    /// let server = ev.listen_tcp("127.0.0.1:0".parse()?, || Quiet)?;
+    /// let port = server.local_addr().as_inet().unwrap().port();
+    /// let opts = ConnectOptions::default()
+    ///     .with_preference(AddressPreference::Ipv4Only)
+    ///     .with_connect_timeout(Duration::from_secs(2));
+    /// let c = ev.connect_tcp_with(format!("localhost:{port}"), Quiet, &opts);
+    /// let t = ev.run_until(c.connected())?;
+    /// assert!(t.peer_addr()?.as_inet().unwrap().is_ipv4());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[track_caller]
     pub fn connect_tcp_with<P: Protocol>(
         &self,
@@ -364,8 +356,23 @@ impl Loop {
         let at = Location::caller();
         let target = target.into();
         if let Some(addr) = target.as_addr() {
-            return self.connect_tcp(addr, protocol);
+            return self
+                .connect_tcp(addr, protocol)
+                .connect_timeout(Some(options.connect_timeout));
         }
+        self.connect_named(target, protocol, options, None, at)
+    }
+
+    /// Looks `target` up and races its addresses; `wrap` makes the winning
+    /// socket the connection's stream.
+    pub(crate) fn connect_named<P: Protocol>(
+        &self,
+        target: Target,
+        protocol: P,
+        options: &ConnectOptions,
+        wrap: Option<Wrap>,
+        at: &'static Location<'static>,
+    ) -> Connection<P> {
         let failed = |f: Failure| Connection::new(Transport::dangling(), fail(f));
         let (host, port) = match target.parts() {
             Ok(p) => p,
@@ -410,10 +417,11 @@ impl Loop {
         if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
             *resolver = Some(r);
         }
-        // 30 s for the lookup and every attempt, as for `connect_tcp`.
-        conn.set_connect_timeout(self, Some(Limits::DEFAULT.connect_timeout));
+        // One deadline for the lookup and every attempt, as for `connect_tcp`.
+        conn.set_connect_timeout(self, Some(options.connect_timeout));
         let weak = Rc::downgrade(&conn);
         let delay = options.attempt_delay;
+        let preference = options.preference;
         let _ = lookup.add_both(move |result| {
             let Some(conn) = weak.upgrade() else {
                 return Ok(());
@@ -424,7 +432,7 @@ impl Loop {
             if !matches!(conn.st.borrow().phase, Phase::Connecting) {
                 return Ok(());
             }
-            let addrs = match result {
+            let addrs = match result.and_then(|a| Ok(preference.order(&shown, a)?)) {
                 Ok(a) => a,
                 Err(f) => {
                     fail_conn(&lp, &conn, f);
@@ -435,13 +443,14 @@ impl Loop {
                 key: Cell::new(None),
                 conn: Rc::downgrade(&conn),
                 target: shown,
-                addrs: RefCell::new(interleave(addrs)),
+                addrs: RefCell::new(addrs),
                 next: Cell::new(0),
                 attempts: RefCell::new(Vec::new()),
                 errors: RefCell::new(Vec::new()),
                 timer: RefCell::new(None),
                 delay,
                 over: Cell::new(false),
+                wrap: RefCell::new(wrap),
             });
             let r2 = race.clone();
             match lp.insert_source(at, move |_, _| Ok(r2 as Rc<dyn Source>)) {
@@ -467,16 +476,48 @@ impl Loop {
         target: impl Into<Target>,
         protocol: P,
     ) -> Deferred<DatagramTransport> {
+        self.connect_udp_with(target, protocol, &ConnectOptions::default())
+    }
+
+    /// [`connect_udp_to`](Self::connect_udp_to) with your own
+    /// [`ConnectOptions`]: its resolver, lookup timeout and address
+    /// preference pick the address (the first one the preference orders).
+    ///
+    /// # Examples
+    /// ```
+    /// use deferloop::net::{AddressPreference, ConnectOptions, DatagramProtocol, DatagramTransport};
+    /// use deferloop::EventLoop;
+    /// use std::net::SocketAddr;
+    ///
+    /// struct Quiet;
+    /// impl DatagramProtocol for Quiet {
+    ///     fn datagram_received(&mut self, _: &DatagramTransport, _: &[u8], _: SocketAddr) {}
+    /// }
+    ///
+    /// let ev = EventLoop::new()?;
+    /// let opts = ConnectOptions::default().with_preference(AddressPreference::Ipv4Only);
+    /// let t = ev.run_until(ev.connect_udp_with("localhost:9", Quiet, &opts))?;
+    /// assert!(t.peer_addr().unwrap().is_ipv4());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect_udp_with<P: DatagramProtocol>(
+        &self,
+        target: impl Into<Target>,
+        protocol: P,
+        options: &ConnectOptions,
+    ) -> Deferred<DatagramTransport> {
         let target = target.into();
         let (host, port) = match target.parts() {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
-        let lookup = HostResolver::system().lookup(self, &host, port, DEFAULT_LOOKUP_TIMEOUT);
-        let weak = self.downgrade();
+        let lookup = options
+            .resolver
+            .lookup(self, &host, port, options.lookup_timeout);
+        let (weak, preference) = (self.downgrade(), options.preference);
         lookup.add_callback(move |addrs: Vec<SocketAddr>| {
             let lp = weak.upgrade().ok_or_else(|| Failure::new(LoopClosed))?;
-            let addr = addrs[0];
+            let addr = preference.order(&target.to_string(), addrs)?[0];
             lp.connect_udp(addr, protocol).map_err(|e| {
                 Failure::new(io::Error::other(format!(
                     "connect to {target} ({addr}): {e}"

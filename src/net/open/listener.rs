@@ -38,12 +38,40 @@ pub(crate) enum ListenSock {
     },
 }
 
-/// A Unix socket path, removed from the file system on drop.
-pub(crate) struct UnlinkOnDrop(pub(crate) std::path::PathBuf);
+/// A Unix socket path, removed from the file system on drop — only if the
+/// file there is still the one this listener's `bind` created (same device
+/// and inode), never a socket a new instance has bound at the path since
+/// the file was unlinked by hand or by a restart script.
+pub(crate) struct UnlinkOnDrop {
+    path: std::path::PathBuf,
+    /// `(dev, ino)` of the socket file right after `bind`.
+    id: Option<(u64, u64)>,
+}
+
+impl UnlinkOnDrop {
+    /// Records the identity of the file `bind` just created at `path`.
+    pub(crate) fn bound(path: &std::path::Path) -> UnlinkOnDrop {
+        UnlinkOnDrop {
+            path: path.to_path_buf(),
+            id: file_id(path),
+        }
+    }
+}
+
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.dev(), m.ino()))
+}
 
 impl Drop for UnlinkOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        // A check then an unlink: another bind between the two could still
+        // lose its file, but only within these two system calls, not for
+        // the whole life of this listener.
+        if self.id.is_some() && file_id(&self.path) == self.id {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 

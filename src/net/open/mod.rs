@@ -1,7 +1,7 @@
 //! How a stream connection comes to be, and what ends a listener: listening
 //! and accepting (`listener.rs`, `drain.rs`), connecting over TCP and Unix
 //! sockets (`tcp.rs`, `unix.rs`), host names and Happy Eyeballs
-//! (`resolve.rs`, `eyeballs.rs`), sockets made elsewhere (`adopt.rs`), and the
+//! (`resolve.rs`, `options.rs`, `eyeballs.rs`), sockets made elsewhere (`adopt.rs`), and the
 //! other kinds of byte stream: a child's pipes (`pipe.rs`) and the in-memory
 //! transport ([`memory`]).
 //!
@@ -15,6 +15,7 @@ pub(super) mod drain;
 pub(super) mod eyeballs;
 pub(super) mod listener;
 pub mod memory;
+pub(super) mod options;
 pub(crate) mod pipe;
 pub(super) mod resolve;
 mod tcp;

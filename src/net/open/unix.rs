@@ -12,7 +12,10 @@ use std::path::Path;
 
 impl Loop {
     /// Listens on the Unix socket `path`, which must not exist; it is removed
-    /// again when the listener stops or the loop closes.
+    /// again when the listener stops or the loop closes — if the file there
+    /// is still the one this call created: a socket another listener has
+    /// bound at the path since (after this one's file was removed) is left
+    /// alone.
     ///
     /// # Errors
     /// [`Error::Closed`], or [`Error::Io`] from `bind` (`AddrInUse` if the
@@ -29,7 +32,7 @@ impl Loop {
         }
         let path = path.as_ref();
         let sock = mio::net::UnixListener::bind(path)?;
-        let unlink = UnlinkOnDrop(path.to_path_buf());
+        let unlink = UnlinkOnDrop::bound(path);
         let local = SockAddr::Unix(Some(path.to_path_buf()));
         let factory: listener::Factory = Box::new(move |peer| Box::new(factory.build(peer)));
         listener::listen(

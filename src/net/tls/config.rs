@@ -12,6 +12,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::cell::OnceCell;
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,17 @@ use std::time::Duration;
 /// (or of [`start_tls`](crate::net::Transport::start_tls), or the accept)
 /// until both sides are done; then the connection is dropped.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where [`ClientConfig::with_system_roots`] looks for the system's CA
+/// bundle, in order: Debian and Ubuntu, Fedora and RHEL, openSUSE, Alpine
+/// and the BSDs and macOS, FreeBSD.
+pub const SYSTEM_ROOT_FILES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+    "/usr/local/share/certs/ca-root-nss.crt",
+];
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(ring::default_provider())
@@ -29,8 +41,11 @@ fn provider() -> Arc<CryptoProvider> {
 ///
 /// Certificate verification is **on** and the host name given to
 /// [`connect_tls`](crate::Loop::connect_tls) is checked against the
-/// certificate. No roots are trusted until added ([`add_root_pem`](Self::add_root_pem),
-/// [`add_root_der`](Self::add_root_der)); for anything else, build a
+/// certificate. No roots are trusted until added: the system's with
+/// [`with_system_roots`](Self::with_system_roots), a PEM file with
+/// [`add_roots_from_pem_file`](Self::add_roots_from_pem_file), PEM or DER in
+/// memory with [`add_root_pem`](Self::add_root_pem) and
+/// [`add_root_der`](Self::add_root_der); for anything else, build a
 /// `rustls::ClientConfig` and use [`from_rustls`](Self::from_rustls).
 ///
 /// # Examples
@@ -95,6 +110,77 @@ impl ClientConfig {
             return Err(TlsError::Config("no certificate in the PEM data".into()));
         }
         Ok(self)
+    }
+
+    /// Trusts the CA certificates in the PEM file at `path` — your own CA's
+    /// file, or a system bundle such as `/etc/ssl/certs/ca-certificates.crt`.
+    /// Every certificate in it must parse (as for
+    /// [`add_root_pem`](Self::add_root_pem)); for the system's bundle,
+    /// whatever it holds, see [`with_system_roots`](Self::with_system_roots).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use deferloop::net::tls::ClientConfig;
+    /// let config = ClientConfig::new().add_roots_from_pem_file("ca.pem")?;
+    /// # Ok::<(), deferloop::net::tls::TlsError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`TlsError::Config`], naming the path, if the file cannot be read,
+    /// holds no certificate, or holds a bad one.
+    pub fn add_roots_from_pem_file(self, path: impl AsRef<Path>) -> Result<ClientConfig, TlsError> {
+        let path = path.as_ref();
+        let pem = std::fs::read(path)
+            .map_err(|e| TlsError::Config(format!("{}: {e}", path.display())))?;
+        self.add_root_pem(&pem).map_err(|e| match e {
+            TlsError::Config(m) => TlsError::Config(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// Trusts the system's CA bundle, read from a PEM file: the one named
+    /// by the `SSL_CERT_FILE` environment variable if it is set (as OpenSSL
+    /// reads it), else the first of [`SYSTEM_ROOT_FILES`] that exists.
+    /// Certificates in the bundle that cannot be used are skipped (bundles
+    /// carry a few old ones); at least one must be usable.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use deferloop::net::tls::ClientConfig;
+    /// let config = ClientConfig::new().with_system_roots()?;
+    /// # Ok::<(), deferloop::net::tls::TlsError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`TlsError::Config`] naming the files tried, if none can be read or
+    /// none holds a usable certificate.
+    pub fn with_system_roots(mut self) -> Result<ClientConfig, TlsError> {
+        let from_env = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+        let candidates: Vec<std::path::PathBuf> = match from_env {
+            Some(p) => vec![p],
+            None => SYSTEM_ROOT_FILES.iter().map(Into::into).collect(),
+        };
+        let mut tried = Vec::new();
+        for path in &candidates {
+            let pem = match std::fs::read(path) {
+                Ok(pem) => pem,
+                Err(e) => {
+                    tried.push(format!("{}: {e}", path.display()));
+                    continue;
+                }
+            };
+            let certs = CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok);
+            self.built = OnceCell::new();
+            let (added, _skipped) = self.roots.add_parsable_certificates(certs);
+            if added > 0 {
+                return Ok(self);
+            }
+            tried.push(format!("{}: no usable certificate", path.display()));
+        }
+        Err(TlsError::Config(format!(
+            "no system CA bundle: {}",
+            tried.join("; ")
+        )))
     }
 
     /// Trusts one CA certificate, DER-encoded.

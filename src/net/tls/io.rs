@@ -45,6 +45,8 @@ pub(crate) struct TlsIo {
     /// A write was refused during the handshake: say so when it is done.
     owe_writable: bool,
     close_sent: bool,
+    /// The peer's close_notify has arrived: see `send_close`.
+    peer_closed: bool,
     /// `write_eof`: shut the inner stream's write side once `out` is sent.
     shutdown_after_flush: bool,
     deadline: DeadlineSlot,
@@ -84,6 +86,7 @@ impl TlsIo {
             early,
             owe_writable: false,
             close_sent: false,
+            peer_closed: false,
             shutdown_after_flush: false,
             deadline,
             error: None,
@@ -127,6 +130,29 @@ impl TlsIo {
             self.inner.shutdown_write()?;
         }
         Ok(true)
+    }
+
+    /// Sends what is left, our close_notify last. Once the peer's
+    /// close_notify has arrived, a peer that is gone (`EPIPE`,
+    /// `ECONNRESET`) is a clean end, not an error: both sides said they
+    /// were done, and a client that closes at once with the server's
+    /// session tickets unread resets the connection, so ours cannot go.
+    fn send_close(&mut self) -> io::Result<bool> {
+        match self.push_out() {
+            Err(e)
+                if self.peer_closed
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                    ) =>
+            {
+                self.out = Vec::new();
+                self.sent = 0;
+                self.shutdown_after_flush = false;
+                Ok(true)
+            }
+            r => r,
+        }
     }
 
     /// Reads records from the socket (or what arrived before `start_tls`).
@@ -310,6 +336,7 @@ impl Wire for TlsIo {
             match self.tls.reader().read(&mut buf[n..]) {
                 // The peer's close_notify: a clean end-of-file.
                 Ok(0) => {
+                    self.peer_closed = true;
                     self.end_held = n > 0;
                     return Ok(n);
                 }
@@ -392,7 +419,7 @@ impl Wire for TlsIo {
             self.tls.send_close_notify();
         }
         self.shutdown_after_flush = true;
-        self.push_out().map(drop)
+        self.send_close().map(drop)
     }
 
     /// The inner connect, then the handshake: "connected" means both.
@@ -463,7 +490,7 @@ impl Wire for TlsIo {
         if !std::mem::replace(&mut self.close_sent, true) {
             self.tls.send_close_notify();
         }
-        self.push_out()
+        self.send_close()
     }
     fn handshaking(&self) -> bool {
         self.tls.is_handshaking()

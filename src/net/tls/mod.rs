@@ -3,9 +3,15 @@
 //! block runs over TLS unchanged (Twisted's `TLSMemoryBIOProtocol`).
 //!
 //! - [`Loop::listen_tls`](crate::Loop::listen_tls): a server. Each accepted
-//!   connection handshakes first; its protocol is built and hears
-//!   `connection_made` once the handshake is done. A client that fails or
-//!   does not finish its handshake in time is dropped, its protocol uncalled.
+//!   connection's protocol is built at accept, as asyncio and Twisted do,
+//!   and hears `connection_made` once the handshake is done. A client that
+//!   fails or does not finish its handshake in time is dropped, its
+//!   protocol built but never called.
+//! - [`Loop::connect_tls_to`](crate::Loop::connect_tls_to): a client by
+//!   name (`"example.com:443"`): the name is looked up, its addresses raced
+//!   (Happy Eyeballs), and the same name sent as SNI and verified;
+//!   [`Stream::connect_tls`](crate::net::Stream::connect_tls) reads replies
+//!   as Deferreds.
 //! - [`Loop::connect_tls`](crate::Loop::connect_tls): a client. The
 //!   certificate is verified and the host name checked (SNI sent); the
 //!   connect's Deferred fires after the handshake, or fails with its error
@@ -52,12 +58,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod by_name;
 mod config;
 mod io;
 mod records;
 mod start;
 
-pub use config::{ClientConfig, ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT};
+pub use config::{ClientConfig, ServerConfig, DEFAULT_HANDSHAKE_TIMEOUT, SYSTEM_ROOT_FILES};
 /// The rustls crate, for [`ClientConfig::from_rustls`] and
 /// [`ServerConfig::from_rustls`].
 pub use rustls;
@@ -87,17 +94,22 @@ pub enum TlsError {
 }
 
 impl TlsError {
-    /// The `TlsError` a failure carries, if any (inside an `io::Error`, or
-    /// itself). A failed connect's error names the address in its message
-    /// and carries only that message.
+    /// The `TlsError` a failure carries, if any: itself, or anywhere in its
+    /// source chain (inside an `io::Error`, or the
+    /// [`ConnectFailed`](crate::net::ConnectFailed) of a failed connect).
     pub fn of(failure: &Failure) -> Option<&TlsError> {
-        if let Some(e) = failure.downcast_ref::<TlsError>() {
-            return Some(e);
+        let mut at: Option<&(dyn std::error::Error + 'static)> = Some(failure.error());
+        while let Some(e) = at {
+            if let Some(t) = e.downcast_ref::<TlsError>() {
+                return Some(t);
+            }
+            at = match e.downcast_ref::<std::io::Error>() {
+                // `io::Error::source` skips its own payload.
+                Some(io) => io.get_ref().map(|p| p as _),
+                None => e.source(),
+            };
         }
-        failure
-            .downcast_ref::<std::io::Error>()?
-            .get_ref()?
-            .downcast_ref::<TlsError>()
+        None
     }
 }
 
@@ -117,11 +129,6 @@ impl fmt::Display for TlsError {
     }
 }
 
-impl std::error::Error for TlsError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            TlsError::Rustls(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// No source: the engine's error is in the text already (a chain walk would
+/// print it twice) and is reached by matching [`TlsError::Rustls`].
+impl std::error::Error for TlsError {}

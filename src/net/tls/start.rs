@@ -9,7 +9,7 @@ use crate::net::core::conn::{connect, Conn, ConnState};
 use crate::net::core::connection::{Connection, ProtocolFactory};
 use crate::net::core::io::{Tcp, Wire};
 use crate::net::core::Phase;
-use crate::net::{Listener, Protocol, SockAddr, Transport};
+use crate::net::{ConnectFailed, Listener, Protocol, SockAddr, Transport};
 use crate::reactor::Ready;
 use crate::{Error, Failure, Handle, Loop};
 use rustls::pki_types::ServerName;
@@ -60,7 +60,10 @@ impl StartTls {
     }
 }
 
-fn client_session(config: &ClientConfig, name: &str) -> Result<rustls::Connection, TlsError> {
+pub(super) fn client_session(
+    config: &ClientConfig,
+    name: &str,
+) -> Result<rustls::Connection, TlsError> {
     let name = ServerName::try_from(name.to_owned())
         .map_err(|e| TlsError::Config(format!("server name {name:?}: {e}")))?;
     let c = rustls::ClientConnection::new(config.rustls()?, name).map_err(TlsError::Rustls)?;
@@ -72,18 +75,20 @@ fn server_session(config: &ServerConfig) -> Result<rustls::Connection, TlsError>
     Ok(rustls::Connection::Server(c))
 }
 
-fn invalid(e: TlsError) -> io::Error {
+pub(super) fn invalid(e: TlsError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, e)
 }
 
 impl Loop {
     /// Listens on `addr` for TLS clients, as [`listen_tcp`](Loop::listen_tcp)
-    /// does for plain ones. Each accepted connection handshakes first; its
-    /// protocol hears `connection_made` once the handshake is done (so it
-    /// can ask [`Transport::tls_alpn_protocol`]). A client whose handshake
-    /// fails, or is not done within the config's deadline
+    /// does for plain ones. The factory runs when a connection is accepted,
+    /// before its handshake (asyncio's and Twisted's order); the protocol
+    /// hears `connection_made` once the handshake is done (so it can ask
+    /// [`Transport::tls_alpn_protocol`]). A client whose handshake fails, or
+    /// is not done within the config's deadline
     /// ([`DEFAULT_HANDSHAKE_TIMEOUT`](super::DEFAULT_HANDSHAKE_TIMEOUT)), is
-    /// disconnected and its protocol never called (logged at `debug`).
+    /// disconnected and its protocol, built, is dropped without a call
+    /// (logged at `debug`).
     ///
     /// # Errors
     /// As for [`listen_tcp`](Loop::listen_tcp).
@@ -142,7 +147,7 @@ fn accept(lp: &Loop, conn: &Rc<Conn>, peer: &SockAddr, config: &ServerConfig) {
     let tls = match server_session(config) {
         Ok(tls) => tls,
         Err(e) => {
-            log::warn!("deferloop: TLS session for {peer}: {e}");
+            log::warn!(peer:% = peer; "deferloop: TLS session for {peer}: {e}");
             let garbage = conn.discard(lp);
             drop(garbage);
             return;
@@ -191,7 +196,7 @@ fn layer(
     slot.set(arm_deadline(conn, lp, timeout));
 }
 
-fn arm_deadline(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) -> Option<Handle> {
+pub(super) fn arm_deadline(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) -> Option<Handle> {
     let weak = Rc::downgrade(conn);
     lp.call_later(timeout, move |lp| {
         if let Some(conn) = weak.upgrade() {
@@ -224,10 +229,11 @@ fn handshake_timed_out(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) {
     drop(garbage);
     match connect {
         Some((Some(r), to)) => {
-            let e = io::Error::new(io::ErrorKind::TimedOut, format!("connect to {to}: {e}"));
-            r.errback_if_pending(e);
+            r.errback_if_pending(ConnectFailed::wrap(&to, e));
         }
-        Some((None, peer)) => log::debug!("deferloop: TLS client {peer}: {e}"),
+        Some((None, peer)) => {
+            log::debug!(peer = peer.as_str(); "deferloop: TLS client {peer}: {e}")
+        }
         None => {}
     }
 }

@@ -1,0 +1,767 @@
+//! How each cost grows with the amount of work: per-item costs at several n,
+//! beside tokio where it has the same operation, with a "flat within 1.5×"
+//! verdict per row (the largest median over the smallest). `cargo bench
+//! --bench scale` for figures; `cargo test` runs it with tiny n as a smoke.
+//!
+//! Sources are counted up to what the file descriptor limit allows (the soft
+//! limit is raised to the hard one first); timers, Deferreds, ready callbacks
+//! and Remote calls from 10,000 to 1,000,000.
+
+mod common;
+
+use common::{full_run, record_value, target_at_most, Better};
+use deferloop::net::{Protocol, Transport};
+use deferloop::{Deferred, EventLoop, Failure, Loop};
+use std::cell::{Cell, RefCell};
+use std::os::unix::io::{AsRawFd, RawFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+fn tokio_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Raises the soft fd limit to the hard one; returns the limit in force.
+fn raise_fd_limit() -> u64 {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `l` is a valid rlimit for getrlimit to fill and setrlimit to read.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
+            return 1024;
+        }
+        l.rlim_cur = l.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+    }
+    l.rlim_cur
+}
+
+/// Resident memory in bytes (`/proc/self/statm`'s second field).
+fn rss() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64
+}
+
+/// Bytes the allocator has handed out and not had back (glibc's
+/// `mallinfo2`): unlike RSS, not hidden by memory freed earlier and reused.
+fn heap_in_use() -> u64 {
+    // SAFETY: mallinfo2 has no preconditions; it returns a plain struct.
+    let m = unsafe { libc::mallinfo2() };
+    (m.uordblks + m.hblkhd) as u64
+}
+
+fn median(s: &mut [f64]) -> (f64, f64, f64) {
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (s[s.len() / 2], s[0], s[s.len() - 1])
+}
+
+/// Samples per cell: 5 in a full run, 1 in the smoke.
+fn rounds() -> usize {
+    if full_run() {
+        5
+    } else {
+        1
+    }
+}
+
+/// One row: a name and, per n, the per-item cost of `run(n)` (which returns
+/// its own measured nanoseconds for the n items).
+struct Row<'a> {
+    name: &'a str,
+    run: Box<dyn FnMut(u64) -> f64 + 'a>,
+}
+
+/// Measures every row at every n (rows interleaved within a round), prints
+/// the table (median per item, and the range), and a flat-within-1.5× line
+/// for each row.
+fn table(title: &str, unit: &str, ns: &[u64], rows: &mut [Row<'_>]) -> Vec<Vec<f64>> {
+    let ns: Vec<u64> = if full_run() {
+        ns.to_vec()
+    } else {
+        vec![10, 20]
+    };
+    let mut samples = vec![vec![Vec::new(); ns.len()]; rows.len()];
+    for _ in 0..rounds() {
+        for (j, &n) in ns.iter().enumerate() {
+            for (i, r) in rows.iter_mut().enumerate() {
+                let total = (r.run)(n);
+                samples[i][j].push(total / n as f64);
+            }
+        }
+    }
+    println!("\n### {title}\n");
+    println!(
+        "{unit} per item, median of {} samples (min–max below it).\n",
+        rounds()
+    );
+    let head: Vec<String> = ns.iter().map(|n| format!("n = {n}")).collect();
+    println!("| contender | {} |", head.join(" | "));
+    println!("|---|{}", "---:|".repeat(ns.len()));
+    let mut medians = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let mut cells = Vec::new();
+        let mut ranges = Vec::new();
+        let mut m_row = Vec::new();
+        for (j, &n) in ns.iter().enumerate() {
+            let (m, lo, hi) = median(&mut samples[i][j]);
+            record_value(
+                &format!("{title} (n = {n})"),
+                r.name,
+                unit,
+                Better::Lower,
+                m,
+                lo,
+                hi,
+            );
+            cells.push(format!("{m:.1}"));
+            ranges.push(format!("{lo:.1}–{hi:.1}"));
+            m_row.push(m);
+        }
+        println!("| {} | {} |", r.name, cells.join(" | "));
+        println!("| (range) | {} |", ranges.join(" | "));
+        medians.push(m_row);
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let m = &medians[i];
+        let max = m.iter().cloned().fold(f64::MIN, f64::max);
+        let min = m.iter().cloned().fold(f64::MAX, f64::min);
+        target_at_most(
+            &format!(
+                "{}: {title} flat within 1.5x from n = {} to n = {}",
+                r.name,
+                ns[0],
+                ns[ns.len() - 1]
+            ),
+            max,
+            min,
+            1.5,
+        );
+    }
+    medians
+}
+
+fn timed(f: impl FnOnce()) -> f64 {
+    let t0 = Instant::now();
+    f();
+    t0.elapsed().as_nanos() as f64
+}
+
+struct Fd(RawFd);
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// `n` duplicates of the read end of one empty pipe: n file descriptors the
+/// loop can watch, none ever readable.
+fn dup_fds(read_end: RawFd, n: u64) -> Vec<RawFd> {
+    (0..n)
+        .map(|_| {
+            // SAFETY: `read_end` is an open fd; the duplicate is closed by `close_fds`.
+            let fd = unsafe { libc::dup(read_end) };
+            assert!(fd >= 0, "dup: {}", std::io::Error::last_os_error());
+            fd
+        })
+        .collect()
+}
+
+fn close_fds(fds: Vec<RawFd>) {
+    for fd in fds {
+        // SAFETY: each fd came from `dup_fds` and is closed once.
+        unsafe { libc::close(fd) };
+    }
+}
+
+fn main() {
+    let limit = raise_fd_limit();
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("count") {
+        return count(&args[2], args[3].parse().expect("n"));
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "\nfd limit {limit}; load average at the start: {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let big: &[u64] = &[10_000, 100_000, 1_000_000];
+    let ev = EventLoop::new().unwrap();
+    let rt = tokio_rt();
+    // First, while the allocator holds no memory freed by the other tables.
+    tcp(&ev, limit);
+
+    // Sources: n file descriptors watched, then all removed.
+    let most = (limit.saturating_sub(200)).min(20_000);
+    let src_ns: Vec<u64> = [1_000, 5_000, 10_000, most]
+        .into_iter()
+        .filter(|n| *n <= most)
+        .collect();
+    let mut pipe = [0; 2];
+    // SAFETY: `pipe` has room for the two fds.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let removal = |title: &str, of_remove: bool| {
+        let ev = &ev;
+        let rt = &rt;
+        table(
+            title,
+            "ns",
+            &src_ns,
+            &mut [
+                Row {
+                    name: "deferloop add_reader / remove_reader",
+                    run: Box::new(move |n| {
+                        let fds = dup_fds(pipe[0], n);
+                        let add = timed(|| {
+                            for &fd in &fds {
+                                ev.add_reader(fd, |_| {}).unwrap();
+                            }
+                        });
+                        let remove = timed(|| {
+                            for &fd in &fds {
+                                assert!(ev.remove_reader(fd));
+                            }
+                        });
+                        close_fds(fds);
+                        if of_remove {
+                            remove
+                        } else {
+                            add
+                        }
+                    }),
+                },
+                Row {
+                    name: "tokio AsyncFd::new / drop",
+                    run: Box::new(move |n| {
+                        let _g = rt.enter();
+                        let fds = dup_fds(pipe[0], n);
+                        let mut held = Vec::with_capacity(fds.len());
+                        let add = timed(|| {
+                            for &fd in &fds {
+                                // SAFETY: `fd` stays open until `close_fds`,
+                                // after the AsyncFd is dropped.
+                                let a = unsafe {
+                                    tokio::io::unix::AsyncFd::register_with_interest(
+                                        Fd(fd),
+                                        tokio::io::Interest::READABLE,
+                                    )
+                                };
+                                held.push(a.expect("register"));
+                            }
+                        });
+                        let remove = timed(|| drop(held));
+                        close_fds(fds);
+                        if of_remove {
+                            remove
+                        } else {
+                            add
+                        }
+                    }),
+                },
+            ],
+        )
+    };
+    removal(
+        "watch a file descriptor (add_reader vs AsyncFd::new)",
+        false,
+    );
+    removal(
+        "remove a watched file descriptor, all n one after another",
+        true,
+    );
+
+    // Ready callbacks: n queued, then one run.
+    table(
+        "ready callbacks: n call_soon then run (vs n spawn_local then run)",
+        "ns",
+        big,
+        &mut [
+            Row {
+                name: "deferloop call_soon",
+                run: Box::new(|n| {
+                    timed(|| {
+                        for _ in 0..n {
+                            ev.call_soon(|_| {}).unwrap();
+                        }
+                        ev.call_soon(|lp| lp.stop()).unwrap();
+                        ev.run().unwrap();
+                    })
+                }),
+            },
+            Row {
+                name: "tokio spawn_local",
+                run: Box::new(|n| {
+                    timed(|| {
+                        let local = tokio::task::LocalSet::new();
+                        local.block_on(&rt, async {
+                            for _ in 0..n {
+                                drop(tokio::task::spawn_local(async {}));
+                            }
+                        });
+                        rt.block_on(local);
+                    })
+                }),
+            },
+        ],
+    );
+
+    // Timers: n set, then all cancelled; and n set due at once, all fired.
+    let mut handles = Vec::new();
+    let mut sleeps = Vec::new();
+    table(
+        "timers: n set, then all cancelled (vs n sleeps registered, then dropped)",
+        "ns",
+        big,
+        &mut [
+            Row {
+                name: "deferloop call_later + cancel",
+                run: Box::new(|n| {
+                    timed(|| {
+                        handles.reserve(n as usize);
+                        for i in 0..n {
+                            let d = Duration::from_secs(60 + i % 1000);
+                            handles.push(ev.call_later(d, |_| {}).unwrap());
+                        }
+                        for h in handles.drain(..) {
+                            h.cancel();
+                        }
+                    })
+                }),
+            },
+            Row {
+                name: "tokio sleep + drop",
+                run: Box::new(|n| {
+                    timed(|| {
+                        sleeps.reserve(n as usize);
+                        rt.block_on(async {
+                            for i in 0..n {
+                                let d = Duration::from_secs(60 + i % 1000);
+                                sleeps.push(tokio::time::sleep(d));
+                                let s = sleeps.last_mut().unwrap();
+                                // SAFETY: `sleeps` was reserved for n and
+                                // gets n before `clear`: never moved again
+                                // until `clear` drops it in place.
+                                let s = unsafe { std::pin::Pin::new_unchecked(s) };
+                                poll_once(s).await;
+                            }
+                            sleeps.clear();
+                        });
+                    })
+                }),
+            },
+        ],
+    );
+    let fired = Rc::new(Cell::new(0u64));
+    table(
+        "timers: n set due at once, then all fired",
+        "ns",
+        big,
+        &mut [Row {
+            name: "deferloop call_later + fire",
+            run: Box::new(|n| {
+                fired.set(0);
+                timed(|| {
+                    for i in 0..n {
+                        let f = fired.clone();
+                        ev.call_later(Duration::from_nanos(i % 1000), move |lp| {
+                            f.set(f.get() + 1);
+                            if f.get() == n {
+                                lp.stop();
+                            }
+                        })
+                        .unwrap();
+                    }
+                    ev.run().unwrap();
+                })
+            }),
+        }],
+    );
+
+    // Deferreds: n pending (each with a callback), then all fired.
+    let mut pending = Vec::new();
+    let mut chans = Vec::new();
+    table(
+        "Deferreds: n pending with a callback, then all fired (vs n oneshots)",
+        "ns",
+        big,
+        &mut [
+            Row {
+                name: "deferloop Deferred",
+                run: Box::new(|n| {
+                    timed(|| {
+                        pending.reserve(n as usize);
+                        for _ in 0..n {
+                            let (d, r) = Deferred::<u64>::new();
+                            let d = d.add_callback(|x| Ok::<_, Failure>(x + 1));
+                            pending.push((d, r));
+                        }
+                        for (d, r) in pending.drain(..) {
+                            r.callback(1).unwrap();
+                            assert_eq!(d.result().unwrap().unwrap(), 2);
+                        }
+                    })
+                }),
+            },
+            Row {
+                name: "tokio oneshot",
+                run: Box::new(|n| {
+                    timed(|| {
+                        chans.reserve(n as usize);
+                        for _ in 0..n {
+                            chans.push(tokio::sync::oneshot::channel::<u64>());
+                        }
+                        for (tx, mut rx) in chans.drain(..) {
+                            tx.send(1).unwrap();
+                            assert_eq!(rx.try_recv().unwrap() + 1, 2);
+                        }
+                    })
+                }),
+            },
+        ],
+    );
+
+    // Remote calls: n queued from another thread while the loop waits, then run.
+    table(
+        "Remote calls: n queued from another thread, then run (vs unbounded mpsc)",
+        "ns",
+        big,
+        &mut [
+            Row {
+                name: "deferloop call_soon_threadsafe",
+                run: Box::new(|n| {
+                    let remote = ev.remote();
+                    timed(|| {
+                        std::thread::spawn(move || {
+                            for i in 0..n {
+                                remote
+                                    .call_soon_threadsafe(move |lp| {
+                                        if i == n - 1 {
+                                            lp.stop();
+                                        }
+                                    })
+                                    .unwrap();
+                            }
+                        })
+                        .join()
+                        .unwrap();
+                        ev.run().unwrap();
+                    })
+                }),
+            },
+            Row {
+                name: "tokio mpsc unbounded",
+                run: Box::new(|n| {
+                    timed(|| {
+                        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+                        std::thread::spawn(move || {
+                            for i in 0..n {
+                                tx.send(i).unwrap();
+                            }
+                        })
+                        .join()
+                        .unwrap();
+                        rt.block_on(async {
+                            let mut got = 0;
+                            while rx.recv().await.is_some() {
+                                got += 1;
+                            }
+                            assert_eq!(got, n);
+                        });
+                    })
+                }),
+            },
+        ],
+    );
+}
+
+/// For callgrind: `count chain N` runs N 10-step chains (benches/deferred.rs's
+/// first table), to be profiled with callgrind_annotate.
+fn chains(n: u64) {
+    let mut sum = 0;
+    for i in 0..n {
+        let (d, r) = Deferred::<u64>::new();
+        let mut d = d;
+        for _ in 0..10 {
+            d = d.add_callback(|x| Ok::<_, Failure>(x + 1));
+        }
+        r.callback(i).unwrap();
+        sum += d.result().unwrap().unwrap();
+    }
+    assert!(sum > 0);
+}
+
+/// For callgrind (scripts/scale_instructions.sh): `count add N` watches N
+/// file descriptors; `count remove N` watches them and then removes them
+/// all, so the difference of the two counts is the cost of N removals;
+/// `count chain N`: see [`chains`].
+fn count(what: &str, n: u64) {
+    if what == "chain" {
+        return chains(n);
+    }
+    let ev = EventLoop::new().unwrap();
+    let mut pipe = [0; 2];
+    // SAFETY: `pipe` has room for the two fds.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let fds = dup_fds(pipe[0], n);
+    for &fd in &fds {
+        ev.add_reader(fd, |_| {}).unwrap();
+    }
+    if what == "remove" {
+        for &fd in &fds {
+            assert!(ev.remove_reader(fd));
+        }
+    }
+    std::mem::forget(ev);
+    std::mem::forget(fds);
+}
+
+struct Idle {
+    made: Rc<Cell<u64>>,
+    lost: Rc<Cell<u64>>,
+    transports: Rc<RefCell<Vec<Transport>>>,
+}
+
+impl Protocol for Idle {
+    fn connection_made(&mut self, t: &Transport) {
+        self.made.set(self.made.get() + 1);
+        self.transports.borrow_mut().push(t.clone());
+    }
+    fn data_received(&mut self, _: &Transport, _: &[u8]) {}
+    fn connection_lost(&mut self, _: &Transport, _: Option<Failure>) {
+        self.lost.set(self.lost.get() + 1);
+    }
+}
+
+/// Runs once a turn until `done`, keeping in `longest` the longest gap
+/// between two runs (the longest turn), in nanoseconds.
+fn watch_turns(
+    lp: &Loop,
+    longest: Rc<Cell<u64>>,
+    last: Rc<Cell<Option<Instant>>>,
+    done: Rc<Cell<bool>>,
+) {
+    if done.get() {
+        return;
+    }
+    let now = Instant::now();
+    if let Some(t) = last.get() {
+        longest.set(longest.get().max((now - t).as_nanos() as u64));
+    }
+    last.set(Some(now));
+    let _ = lp.call_soon(move |lp| watch_turns(lp, longest, last, done));
+}
+
+/// Real TCP connections on 127.0.0.1, the clients in this process (2 fds
+/// per connection): accept n, idle memory per connection, then the peers
+/// close all at once (with the loop's longest turn), and a server-side abort
+/// of all n.
+fn tcp(ev: &EventLoop, limit: u64) {
+    let most = (limit.saturating_sub(300) / 2).min(10_000);
+    let ns: Vec<u64> = if full_run() {
+        [1_000, 2_000, 5_000, most]
+            .into_iter()
+            .filter(|n| *n <= most)
+            .collect()
+    } else {
+        vec![10, 20]
+    };
+    println!("\n### TCP connections on 127.0.0.1 (deferloop)\n");
+    println!("One sample per n; the clients are blocking sockets on another thread.\n");
+    println!("Idle memory: the heap bytes in use (mallinfo2), and the growth of the");
+    println!("resident set (statm), per connection once all n are up; the RSS column");
+    println!("is 0 where memory freed by a smaller n was reused.\n");
+    println!("| n | accept ns/conn | idle heap bytes/conn | idle RSS bytes/conn | peer close ns/conn | longest turn during the peers' close µs | abort ns/conn |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    let mut accept = Vec::new();
+    let mut close = Vec::new();
+    let mut abort = Vec::new();
+    for &n in &ns {
+        for peer_closes in [true, false] {
+            let made = Rc::new(Cell::new(0));
+            let lost = Rc::new(Cell::new(0));
+            let transports = Rc::new(RefCell::new(Vec::new()));
+            let (m2, l2, t2) = (made.clone(), lost.clone(), transports.clone());
+            let listener = ev
+                .listen_tcp("127.0.0.1:0".parse().unwrap(), move || Idle {
+                    made: m2.clone(),
+                    lost: l2.clone(),
+                    transports: t2.clone(),
+                })
+                .unwrap();
+            let addr = listener.local_addr().as_inet().unwrap();
+            let rss0 = rss();
+            let heap0 = heap_in_use();
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let t0 = Instant::now();
+            let client = std::thread::spawn(move || {
+                let conns: Vec<_> = (0..n)
+                    .map(|_| std::net::TcpStream::connect(addr).unwrap())
+                    .collect();
+                let _ = go_rx.recv();
+                drop(conns);
+            });
+            let stop_at = |lp: &Loop, c: &Rc<Cell<u64>>| {
+                let (lp2, c) = (lp.clone(), c.clone());
+                let _ = lp.call_soon(move |_| {
+                    fn again(lp: Loop, c: Rc<Cell<u64>>, n: u64) {
+                        if c.get() >= n {
+                            lp.stop();
+                        } else {
+                            let lp2 = lp.clone();
+                            let _ = lp
+                                .call_later(Duration::from_micros(200), move |_| again(lp2, c, n));
+                        }
+                    }
+                    again(lp2, c, n)
+                });
+            };
+            stop_at(ev, &made);
+            ev.run().unwrap();
+            let acc = t0.elapsed().as_nanos() as f64 / n as f64;
+            let per_conn = rss().saturating_sub(rss0) as f64 / n as f64;
+            let heap = heap_in_use().saturating_sub(heap0) as f64 / n as f64;
+            listener.stop_listening().detach();
+            if peer_closes {
+                let longest = Rc::new(Cell::new(0));
+                let last = Rc::new(Cell::new(None));
+                let done = Rc::new(Cell::new(false));
+                let (l2, la2, d2) = (longest.clone(), last.clone(), done.clone());
+                ev.call_soon(move |lp| watch_turns(lp, l2, la2, d2))
+                    .unwrap();
+                let t1 = Instant::now();
+                go_tx.send(()).unwrap();
+                let lost2 = lost.clone();
+                let lp = ev.to_loop();
+                fn wait(lp: Loop, lost: Rc<Cell<u64>>, n: u64, t1: Instant, out: Rc<Cell<f64>>) {
+                    if lost.get() >= n {
+                        out.set(t1.elapsed().as_nanos() as f64);
+                        lp.stop();
+                    } else {
+                        let lp2 = lp.clone();
+                        let _ = lp.call_soon(move |_| wait(lp2, lost, n, t1, out));
+                    }
+                }
+                let out = Rc::new(Cell::new(0.0));
+                let o2 = out.clone();
+                ev.call_soon(move |_| wait(lp, lost2, n, t1, o2)).unwrap();
+                ev.run().unwrap();
+                done.set(true);
+                let per = out.get() / n as f64;
+                client.join().unwrap();
+                accept.push(acc);
+                close.push(per);
+                print!(
+                    "| {n} | {acc:.0} | {heap:.0} | {per_conn:.0} | {per:.0} | {:.0} |",
+                    longest.get() as f64 / 1000.0
+                );
+                record_value(
+                    "TCP accept",
+                    "deferloop",
+                    "ns/conn",
+                    Better::Lower,
+                    acc,
+                    acc,
+                    acc,
+                );
+                record_value(
+                    "TCP idle heap",
+                    "deferloop",
+                    "bytes/conn",
+                    Better::Lower,
+                    heap,
+                    heap,
+                    heap,
+                );
+                record_value(
+                    "TCP idle RSS",
+                    "deferloop",
+                    "bytes/conn",
+                    Better::Lower,
+                    per_conn,
+                    per_conn,
+                    per_conn,
+                );
+                record_value(
+                    "TCP peer close",
+                    "deferloop",
+                    "ns/conn",
+                    Better::Lower,
+                    per,
+                    per,
+                    per,
+                );
+            } else {
+                let t1 = Instant::now();
+                for t in transports.borrow_mut().drain(..) {
+                    t.abort();
+                }
+                stop_at(ev, &lost);
+                ev.run().unwrap();
+                let per = t1.elapsed().as_nanos() as f64 / n as f64;
+                abort.push(per);
+                println!(" {per:.0} |");
+                record_value(
+                    "TCP abort all",
+                    "deferloop",
+                    "ns/conn",
+                    Better::Lower,
+                    per,
+                    per,
+                    per,
+                );
+                go_tx.send(()).unwrap();
+                client.join().unwrap();
+            }
+            transports.borrow_mut().clear();
+        }
+    }
+    for (name, m) in [
+        ("accept", &accept),
+        ("peer close", &close),
+        ("abort", &abort),
+    ] {
+        let max = m.iter().cloned().fold(f64::MIN, f64::max);
+        let min = m.iter().cloned().fold(f64::MAX, f64::min);
+        target_at_most(
+            &format!(
+                "TCP {name} per connection flat within 1.5x from n = {} to n = {}",
+                ns[0],
+                ns[ns.len() - 1]
+            ),
+            max,
+            min,
+            1.5,
+        );
+    }
+}
+
+async fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) {
+    struct Once<'a, F>(Option<std::pin::Pin<&'a mut F>>);
+    impl<F: std::future::Future> std::future::Future for Once<'_, F> {
+        type Output = ();
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<()> {
+            if let Some(f) = self.0.take() {
+                let _ = f.poll(cx);
+            }
+            std::task::Poll::Ready(())
+        }
+    }
+    Once(Some(f)).await
+}

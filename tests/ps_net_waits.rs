@@ -1,0 +1,91 @@
+//! The Deferred registry on the network side: a `Stream` read names its
+//! connection's peer and what is buffered, a connect names its address.
+
+use deferloop::net::Stream;
+use deferloop::ps::{self, Wait, WaitsOn};
+use deferloop::{EventLoop, ManualClock};
+use std::time::Duration;
+
+fn manual() -> (EventLoop, ManualClock) {
+    let clock = ManualClock::new();
+    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
+    ps::enable(&ev);
+    (ev, clock)
+}
+
+/// The single pending entry created at `line` of this file.
+fn at_line(r: &ps::Report, line: u32) -> &ps::PendingDeferred {
+    let found: Vec<_> = r
+        .deferreds
+        .iter()
+        .filter(|p| p.created_at.file().ends_with("ps_net_waits.rs") && p.created_at.line() == line)
+        .collect();
+    assert_eq!(found.len(), 1, "one entry made at line {line}: {r:#?}");
+    found[0]
+}
+
+#[test]
+fn a_stream_read_names_its_peer_and_what_is_buffered() {
+    let (ev, _clock) = manual();
+    let (s, peer) = Stream::open_memory(&ev).unwrap();
+    peer.send(b"partial line");
+    ev.run_once_timeout(Duration::ZERO).unwrap();
+    let line = line!() + 1;
+    let d = s.read_line();
+    let rep = ps::snapshot(&ev);
+    match &at_line(&rep, line).waits_on[..] {
+        [WaitsOn::Leaf(Wait::Read { peer, buffered })] => {
+            assert_eq!(*buffered, 12);
+            assert!(!peer.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(d);
+}
+
+#[test]
+fn a_connect_names_its_address() {
+    let (ev, _clock) = manual();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    struct Quiet;
+    impl deferloop::net::Protocol for Quiet {
+        fn data_received(&mut self, _: &deferloop::net::Transport, _: &[u8]) {}
+    }
+    let c = ev.connect_tcp(addr, Quiet);
+    let rep = ps::snapshot(&ev);
+    let connect: Vec<_> = rep
+        .deferreds
+        .iter()
+        .filter(|p| {
+            p.waits_on
+                == vec![WaitsOn::Leaf(Wait::Connect {
+                    addr: addr.to_string(),
+                })]
+        })
+        .collect();
+    assert_eq!(connect.len(), 1, "{rep:#?}");
+    drop(c);
+}
+
+#[test]
+fn ss_lists_connections_with_state_pauses_and_idle_time() {
+    let (ev, clock) = manual();
+    let (s, _peer) = Stream::open_memory(&ev).unwrap();
+    s.pause_reading();
+    s.set_idle_timeout(Some(Duration::from_secs(60)));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connecting = Stream::connect(&ev, addr);
+    clock.advance(Duration::from_secs(5));
+    let rep = ps::snapshot(&ev);
+    assert_eq!(rep.connections.len(), 2, "{rep:#?}");
+    let ss = rep.ss();
+    assert!(ss.contains("open "), "{ss}");
+    assert!(ss.contains("reading paused, idle 5.0s of 1m00s"), "{ss}");
+    assert!(
+        ss.contains(&format!("connecting {addr}: 0 bytes to write")),
+        "{ss}"
+    );
+    drop((s, connecting));
+}
