@@ -156,6 +156,7 @@ pub mod ps;
 mod reactor;
 pub mod shutdown;
 pub mod signal;
+pub mod source;
 mod timers;
 
 pub use clock::{AsClock, Clock, ManualClock, ManualTimer, Timer};
