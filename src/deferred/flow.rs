@@ -23,7 +23,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
 
 /// Runs `step` on `init`, then on each state it continues with, until a step
-/// breaks with a value: a `loop { x = step(x).await }` without coroutines.
+/// breaks with a value: the loop that coroutine code writes by awaiting each
+/// step, without coroutines.
 ///
 /// `step` returns anything a callback may return ([`IntoStep`]): a
 /// `Result<ControlFlow<T, S>, Failure>` when it can answer at once, or a

@@ -404,7 +404,7 @@ impl Process {
         };
         let (d, r) = Deferred::new();
         s.waiters.borrow_mut().push(r);
-        d.tag_wait(|| crate::ps::Wait::Process { pid: self.pid });
+        d.tag_wait(|| crate::deferred::registry::Wait::Process { pid: self.pid });
         d
     }
 }

@@ -58,6 +58,7 @@ mod serve;
 mod text;
 
 pub use crate::deferred::registry::{PendingDeferred, PendingState, Wait, WaitsOn};
+pub use crate::net::core::ss::Connection;
 pub(crate) use serve::on_turn;
 pub use serve::{default_dir, query, serve, serve_in, PsServer};
 
@@ -135,27 +136,6 @@ pub struct Report {
     pub monitor: Snapshot,
     /// The stream connections opened since the registry was on (`ss`).
     pub connections: Vec<Connection>,
-}
-
-/// One stream connection, for `ss`.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct Connection {
-    /// The peer's address (while connecting: the address connected to).
-    pub peer: String,
-    /// `connecting`, `open`, `closing` or `closed`.
-    pub state: &'static str,
-    /// Bytes written by the protocol and not yet taken by the socket.
-    pub write_buffered: usize,
-    /// Reading is paused (by the protocol, a framer, or backpressure).
-    pub reading_paused: bool,
-    /// Writing is paused: the protocol was told to stop producing.
-    pub writing_paused: bool,
-    /// With an idle timeout set: how long since data last arrived, and the
-    /// timeout.
-    pub idle: Option<(std::time::Duration, std::time::Duration)>,
-    /// Where it was opened (listened for, or connected from).
-    pub opened_at: &'static std::panic::Location<'static>,
 }
 
 /// Reads `DEFERLOOP_PS` for a new loop: `1` turns the registry on, `serve`

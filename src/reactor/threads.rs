@@ -245,7 +245,7 @@ impl Loop {
             // Otherwise the job runs on; `Cancelled` follows, and the late
             // result finds the Deferred already fired and is dropped.
         });
-        d.tag_wait(|| crate::ps::Wait::ThreadJob);
+        d.tag_wait(|| crate::deferred::registry::Wait::ThreadJob);
         let mut pool = self.inner.pool.borrow_mut();
         let id = pool.waiting.insert(Box::new(r));
         id_cell.set(id);

@@ -360,7 +360,7 @@ impl Stream {
     fn deferred<T: 'static>(&self) -> (Deferred<T>, Resolver<T>) {
         let spare = self.shared.borrow_mut().spare.take();
         let (d, r) = Deferred::new_in(spare);
-        d.tag_wait(|| crate::ps::Wait::Read {
+        d.tag_wait(|| crate::deferred::registry::Wait::Read {
             peer: self
                 .peer_addr()
                 .map_or_else(|e| e.to_string(), |a| a.to_string()),

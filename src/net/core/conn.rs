@@ -559,7 +559,7 @@ pub(crate) fn connect<P: Protocol>(
             }
         }
     });
-    d.tag_wait(|| crate::ps::Wait::Connect {
+    d.tag_wait(|| crate::deferred::registry::Wait::Connect {
         addr: to.to_string(),
     });
     if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {

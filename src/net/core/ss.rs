@@ -1,5 +1,5 @@
 //! `ss` for [`ps`](crate::ps): the loop's stream connections, as rows of
-//! [`Connection`](crate::ps::Connection). Owns the per-thread list of the
+//! [`Connection`]. Owns the per-thread list of the
 //! connections opened while the Deferred registry is on.
 //!
 //! The whole net-side hook is `track` (one call in `Conn::open`) and `list`,
@@ -9,10 +9,30 @@
 
 use super::conn::Conn;
 use super::Phase;
-use crate::ps::Connection;
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 use std::time::Instant;
+
+/// One stream connection, for `ss`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Connection {
+    /// The peer's address (while connecting: the address connected to).
+    pub peer: String,
+    /// `connecting`, `open`, `closing` or `closed`.
+    pub state: &'static str,
+    /// Bytes written by the protocol and not yet taken by the socket.
+    pub write_buffered: usize,
+    /// Reading is paused (by the protocol, a framer, or backpressure).
+    pub reading_paused: bool,
+    /// Writing is paused: the protocol was told to stop producing.
+    pub writing_paused: bool,
+    /// With an idle timeout set: how long since data last arrived, and the
+    /// timeout.
+    pub idle: Option<(std::time::Duration, std::time::Duration)>,
+    /// Where it was opened (listened for, or connected from).
+    pub opened_at: &'static std::panic::Location<'static>,
+}
 
 thread_local! {
     static CONNS: RefCell<Vec<Weak<Conn>>> = const { RefCell::new(Vec::new()) };
