@@ -39,14 +39,13 @@
 // Tests: tests/deferred_scope.rs.
 
 use super::node::WeakNode;
-use super::steps::Step;
 use super::{cancel_weak, Cancelled, Deferred, IntoStep, Resolver};
 use crate::Failure;
 use slab::Slab;
 use std::cell::RefCell;
 use std::error::Error as StdError;
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::panic::Location;
 use std::rc::Rc;
 
 /// The handle of a running [`scope`]: spawn children into it, cancel it.
@@ -154,14 +153,9 @@ fn run<R: IntoStep>(
             (false, _) => r.errback_if_pending(Failure::with_origin(ScopeFailed { failures }, at)),
         };
     }));
-    let body = match catch_unwind(AssertUnwindSafe(|| body(&scope))) {
-        Ok(r) => match r.into_step() {
-            Step::Ready(Ok(v)) => super::succeed(v),
-            Step::Ready(Err(f)) => super::fail(f),
-            Step::Chain(d) => d,
-        },
-        Err(p) => super::fail(Failure::from_panic(p, at)),
-    };
+    // Its outcome as a Deferred, a panic as a failure arising at the
+    // caller of `scope` (the location is tracked through `run`).
+    let body = super::maybe_deferred(|| body(&scope));
     scope.0.borrow_mut().body = Some(body.weak_node());
     d.tag_inputs([&body]);
     let s = scope.clone();
