@@ -175,6 +175,12 @@ impl ManualClock {
     pub fn pending(&self) -> usize {
         self.inner.borrow().heap.len()
     }
+
+    /// When the earliest call is due (a bound at or before it).
+    #[cfg(feature = "sim")]
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.inner.borrow().heap.next_deadline()
+    }
 }
 
 impl Default for ManualClock {

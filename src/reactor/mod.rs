@@ -481,6 +481,20 @@ impl Loop {
     pub(crate) fn downgrade(&self) -> WeakLoop {
         WeakLoop(Rc::downgrade(&self.inner))
     }
+
+    /// What tells this loop from the others on its thread while it lives:
+    /// how the simulation finds the host a loop belongs to.
+    #[cfg(feature = "sim")]
+    pub(crate) fn addr_id(&self) -> usize {
+        Rc::as_ptr(&self.inner) as usize
+    }
+
+    /// When the earliest timer is due (a bound at or before it, see
+    /// `TimerWheel::next_deadline`): where the simulation moves time to.
+    #[cfg(feature = "sim")]
+    pub(crate) fn next_timer(&self) -> Option<Instant> {
+        self.inner.timers.borrow().next_deadline()
+    }
 }
 
 /// A loop that may be gone: what handles held by user objects keep, so that
