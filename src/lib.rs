@@ -156,6 +156,8 @@ pub mod ps;
 mod reactor;
 pub mod shutdown;
 pub mod signal;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod source;
 mod timers;
 

@@ -75,6 +75,9 @@ pub mod tls;
 mod udp;
 
 pub use self::core::connection::{Connection, ProtocolFactory, ProtocolRef};
+/// What the simulation's sockets implement (`crate::sim`).
+#[cfg(feature = "sim")]
+pub(crate) use self::core::io::Wire;
 pub(crate) use self::core::transport::gone_write;
 pub use self::core::transport::Transport;
 pub use blocks::relay::{copy, relay};
