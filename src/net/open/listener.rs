@@ -36,6 +36,9 @@ pub(crate) enum ListenSock {
         sock: mio::net::UnixListener,
         _path: UnlinkOnDrop,
     },
+    /// A port of a simulated host (`crate::sim`): no descriptor.
+    #[cfg(feature = "sim")]
+    Sim(crate::sim::wire::SimListen),
 }
 
 /// A Unix socket path, removed from the file system on drop — only if the
@@ -85,6 +88,8 @@ impl ListenSock {
             ListenSock::Unix { sock, .. } => sock
                 .accept()
                 .map(|(s, peer)| (Box::new(s) as Box<dyn Wire>, SockAddr::from_unix(peer))),
+            #[cfg(feature = "sim")]
+            ListenSock::Sim(s) => s.accept(),
         }
     }
 
@@ -92,13 +97,17 @@ impl ListenSock {
         match self {
             ListenSock::Tcp(l) => l,
             ListenSock::Unix { sock, .. } => sock,
+            #[cfg(feature = "sim")]
+            ListenSock::Sim(s) => s,
         }
     }
 
-    fn fd(&self) -> RawFd {
+    fn fd(&self) -> Option<RawFd> {
         match self {
-            ListenSock::Tcp(l) => l.as_raw_fd(),
-            ListenSock::Unix { sock, .. } => sock.as_raw_fd(),
+            ListenSock::Tcp(l) => Some(l.as_raw_fd()),
+            ListenSock::Unix { sock, .. } => Some(sock.as_raw_fd()),
+            #[cfg(feature = "sim")]
+            ListenSock::Sim(_) => None,
         }
     }
 }
@@ -144,7 +153,9 @@ pub(crate) fn listen(
     at: &'static Location<'static>,
 ) -> Result<Listener, Error> {
     let fd = sock.fd();
-    set_backlog(fd, Limits::DEFAULT.backlog)?;
+    if let Some(fd) = fd {
+        set_backlog(fd, Limits::DEFAULT.backlog)?;
+    }
     let mut made = None;
     let conns = Rc::new(Tracker::default());
     let key = lp.insert_source(at, |key, r| {
@@ -169,7 +180,9 @@ pub(crate) fn listen(
         made = Some(src.clone());
         Ok(src as Rc<dyn Source>)
     })?;
-    lp.claim_fd(fd, key);
+    if let Some(fd) = fd {
+        lp.claim_fd(fd, key);
+    }
     Ok(Listener {
         src: Rc::downgrade(&made.expect("built")),
         local,
@@ -269,6 +282,8 @@ impl Source for ListenSource {
         match self.st.borrow().sock {
             Some(ListenSock::Tcp(_)) => "tcp listener",
             Some(ListenSock::Unix { .. }) => "unix listener",
+            #[cfg(feature = "sim")]
+            Some(ListenSock::Sim(_)) => "sim listener",
             None => "listener (stopped)",
         }
     }
@@ -425,7 +440,7 @@ impl Listener {
 
     /// The listening socket's file descriptor while it is open.
     pub fn raw_fd(&self) -> Option<RawFd> {
-        self.with(|st| st.sock.as_ref().map(ListenSock::fd))
+        self.with(|st| st.sock.as_ref().and_then(ListenSock::fd))
             .flatten()
     }
 
@@ -460,8 +475,12 @@ impl Listener {
                 "limits need high_water >= low_water and a backlog >= 0",
             ));
         }
-        let fd = self.raw_fd().ok_or(Error::Gone)?;
-        set_backlog(fd, limits.backlog)?;
+        if !self.is_listening() {
+            return Err(Error::Gone);
+        }
+        if let Some(fd) = self.raw_fd() {
+            set_backlog(fd, limits.backlog)?;
+        }
         self.with(|st| {
             st.limits = limits.clone();
             st.give = true;

@@ -60,9 +60,14 @@ impl Loop {
         if self.is_closed() {
             return Err(Error::Closed);
         }
+        let factory: listener::Factory = Box::new(move |peer| Box::new(factory.build(peer)));
+        #[cfg(feature = "sim")]
+        if let Some(r) = crate::sim::wire::listen(self, addr) {
+            let (sock, local) = r?;
+            return listener::listen(self, ListenSock::Sim(sock), factory, local, hook, at);
+        }
         let sock = mio::net::TcpListener::bind(addr)?;
         let local = SockAddr::Inet(sock.local_addr()?);
-        let factory: listener::Factory = Box::new(move |peer| Box::new(factory.build(peer)));
         listener::listen(self, ListenSock::Tcp(sock), factory, local, hook, at)
     }
 
@@ -90,6 +95,10 @@ impl Loop {
     /// ```
     #[track_caller]
     pub fn connect_tcp<P: Protocol>(&self, addr: SocketAddr, protocol: P) -> Connection<P> {
+        #[cfg(feature = "sim")]
+        if let Some(io) = crate::sim::wire::connect(self, addr) {
+            return connect(self, io, addr.into(), protocol, Location::caller());
+        }
         let io = mio::net::TcpStream::connect(addr).map(|s| Box::new(Tcp(s)) as Box<dyn Wire>);
         connect(self, io, addr.into(), protocol, Location::caller())
     }
