@@ -17,10 +17,12 @@ use std::io;
 use std::net::SocketAddr;
 use std::rc::{Rc, Weak};
 
+/// A simulated host's loop (its `addr_id`), its network and its number.
+type HostEntry = (usize, Weak<RefCell<Net>>, HostId);
+
 thread_local! {
-    /// The loops of the simulated hosts on this thread: which network and
-    /// host each belongs to.
-    static HOSTS: RefCell<Vec<(usize, Weak<RefCell<Net>>, HostId)>> = const { RefCell::new(Vec::new()) };
+    /// The loops of the simulated hosts on this thread.
+    static HOSTS: RefCell<Vec<HostEntry>> = const { RefCell::new(Vec::new()) };
 }
 
 pub(crate) fn register(lp: &Loop, net: &Rc<RefCell<Net>>, host: HostId) {
