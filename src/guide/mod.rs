@@ -8,6 +8,9 @@
 //! - [Sequential logic with callbacks](sequential_logic): loops, retries,
 //!   early exit, try/finally, bounded maps, scopes, cancellation and errors
 //!   to `main`, without coroutines.
+//! - [Testing with simulation](testing_with_simulation): a whole
+//!   distributed program on simulated time, seeded, with the network's
+//!   faults; seed search and replay (feature `sim`).
 
 #[doc = include_str!("../../docs/for_twisted_users.md")]
 pub mod for_twisted_users {}
@@ -17,3 +20,10 @@ pub mod for_tokio_users {}
 
 #[doc = include_str!("../../docs/sequential_logic.md")]
 pub mod sequential_logic {}
+
+#[cfg_attr(feature = "sim", doc = include_str!("../../docs/testing_with_simulation.md"))]
+#[cfg_attr(
+    not(feature = "sim"),
+    doc = "Testing with simulation: built with the `sim` feature (see docs/testing_with_simulation.md)."
+)]
+pub mod testing_with_simulation {}
