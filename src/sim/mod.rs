@@ -261,9 +261,9 @@ impl Sim {
         self.net.borrow_mut().window = bytes.max(1);
     }
 
-    /// Cuts `a` off from `b`, both ways: packets between them are held
-    /// (a stream's are retransmitted until the partition heals; datagrams
-    /// are lost).
+    /// Cuts `a` off from `b`, both ways: packets between them are held,
+    /// retransmitted every `retransmit` of their link until the partition
+    /// heals (no connection gives up by itself: the program's timeouts do).
     pub fn partition(&mut self, a: HostId, b: HostId) {
         let mut n = self.net.borrow_mut();
         n.cut.insert((a.0, b.0));

@@ -33,13 +33,13 @@ pub(crate) type EndRef = Rc<RefCell<End>>;
 pub struct Link {
     /// One-way delay of every packet.
     pub latency: Duration,
-    /// Up to this much more delay, drawn per packet: datagrams are
-    /// reordered by it, a stream's segments only delayed.
+    /// Up to this much more delay, drawn per packet: a stream's segments
+    /// are delayed by it, never reordered.
     pub jitter: Duration,
     /// Bytes per second the link serialises (`None`: no limit).
     pub bandwidth: Option<u64>,
-    /// Probability a packet is lost: a datagram is gone, a stream's
-    /// segment arrives one `retransmit` later.
+    /// Probability a packet is lost: a stream's segment then arrives one
+    /// `retransmit` later, as TCP's retransmission makes it.
     pub loss: f64,
     /// TCP's retransmission delay: what a lost segment, or one held by a
     /// partition, waits before it is sent again.
@@ -319,7 +319,7 @@ impl Net {
     }
 
     /// When a packet of `len` bytes sent now from `src` reaches `dst`.
-    fn transit(&mut self, src: HostId, dst: HostId, len: usize, stream: bool) -> Option<Instant> {
+    fn transit(&mut self, src: HostId, dst: HostId, len: usize) -> Instant {
         let now = self.clock.now();
         let link = self.link(src, dst).clone();
         let mut depart = now;
@@ -335,12 +335,9 @@ impl Net {
             at += Duration::from_nanos(self.rng.below(j + 1));
         }
         if self.rng.chance(link.loss) {
-            if !stream {
-                return None;
-            }
             at += link.retransmit;
         }
-        Some(at)
+        at
     }
 
     fn push(&mut self, at: Instant, src: HostId, dst: HostId, ev: Ev) {
@@ -356,9 +353,7 @@ impl Net {
 
     /// Sends a stream packet (never lost: a loss only delays it).
     pub(crate) fn send(&mut self, src: HostId, dst: HostId, len: usize, ev: Ev) {
-        let at = self
-            .transit(src, dst, len, true)
-            .expect("a stream packet is never lost");
+        let at = self.transit(src, dst, len);
         self.push(at, src, dst, ev);
     }
 
