@@ -92,6 +92,8 @@ scripts/scale_instructions.sh >"$work/scale_instructions.md"
 echo "bench_report: many idle connections" >&2
 "${prio[@]}" cargo bench --bench idle \
   >"$work/idle.md" 2> >(grep -v -E '^ *(Finished|Running)' >&2)
+echo "bench_report: the simulation's speed" >&2
+"${prio[@]}" cargo bench --features sim --bench sim 2>/dev/null >"$work/sim.md"
 
 end=$(date +%s)
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -110,7 +112,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "- Commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src benches || echo ' plus uncommitted changes')"
   echo "- Commands: \`cargo bench --bench loop\`, \`cargo bench --bench deferred\`,"
   echo "  \`cargo bench --bench echo -- ${python[*]/#$PWD\//} --chart benchmarks.svg\`, \`cargo bench --bench idle\`,"
-  echo "  \`cargo bench --bench scale\`"
+  echo "  \`cargo bench --bench scale\`, \`cargo bench --features sim --bench sim\`"
   echo "- Wall time: $((end - start)) s ($((built - start)) s building, $((end - built)) s benchmarking)"
   echo
   echo "![medians and min–max of every table](benchmarks.svg)"
@@ -138,6 +140,10 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "## Many idle connections: cargo bench --bench idle"
   cat "$work/idle.md"
+  echo
+  echo "## Simulation: cargo bench --features sim --bench sim"
+  echo
+  cat "$work/sim.md"
   echo
   echo "## Costs as the work grows: cargo bench --bench scale"
   cat "$work/scale.md"
