@@ -220,3 +220,68 @@ fn an_idle_hour_with_a_ticking_timer_passes_in_simulated_time() {
     assert_eq!(*ticks.borrow(), 3601);
     assert_eq!(sim.elapsed(), Duration::from_secs(3600));
 }
+
+/// Collects everything, then answers the EOF by closing.
+struct Sink(
+    Rc<RefCell<Vec<u8>>>,
+    Rc<RefCell<Option<std::time::Instant>>>,
+);
+impl Protocol for Sink {
+    fn data_received(&mut self, _: &Transport, data: &[u8]) {
+        self.0.borrow_mut().extend_from_slice(data);
+    }
+    fn eof_received(&mut self, t: &Transport) -> bool {
+        if let Some(lp) = t.event_loop() {
+            *self.1.borrow_mut() = Some(lp.time());
+        }
+        false
+    }
+}
+
+struct Source(Vec<u8>);
+impl Protocol for Source {
+    fn connection_made(&mut self, t: &Transport) {
+        t.write(&self.0);
+        t.write_eof();
+    }
+    fn data_received(&mut self, _: &Transport, _: &[u8]) {}
+}
+
+#[test]
+fn a_stream_arrives_whole_and_in_order_through_jitter_loss_and_a_bandwidth_limit() {
+    let mut sim = Sim::new(11);
+    let start = deferloop::Clock::now(sim.clock());
+    sim.set_default_link(Link {
+        latency: Duration::from_millis(5),
+        jitter: Duration::from_millis(20),
+        bandwidth: Some(1_000_000),
+        loss: 0.1,
+        ..Link::default()
+    });
+    sim.set_window(16 * 1024); // the writer must wait for the reader, often
+    let got = Rc::new(RefCell::new(Vec::new()));
+    let eof_at = Rc::new(RefCell::new(None));
+    let (g, e) = (got.clone(), eof_at.clone());
+    sim.host("server", "10.0.0.1".parse().unwrap(), move |lp| {
+        let (g, e) = (g.clone(), e.clone());
+        lp.listen_tcp(addr("0.0.0.0:7"), move || Sink(g.clone(), e.clone()))
+            .unwrap();
+    })
+    .unwrap();
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let d = data.clone();
+    sim.host("client", "10.0.0.2".parse().unwrap(), move |lp| {
+        lp.connect_tcp(addr("10.0.0.1:7"), Source(d.clone()));
+    })
+    .unwrap();
+    sim.run_for(Duration::from_secs(30)).unwrap();
+    assert!(
+        *got.borrow() == data,
+        "{} of {} bytes, in order",
+        got.borrow().len(),
+        data.len()
+    );
+    // 300 kB at 1 MB/s: at least 0.3 s, whatever the window and losses.
+    let took = eof_at.borrow().expect("the EOF came") - start;
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+}
