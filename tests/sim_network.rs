@@ -271,7 +271,9 @@ fn a_stream_arrives_whole_and_in_order_through_jitter_loss_and_a_bandwidth_limit
     let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let d = data.clone();
     sim.host("client", "10.0.0.2".parse().unwrap(), move |lp| {
-        lp.connect_tcp(addr("10.0.0.1:7"), Source(d.clone()));
+        lp.connect_tcp(addr("10.0.0.1:7"), Source(d.clone()))
+            .connected()
+            .detach();
     })
     .unwrap();
     sim.run_for(Duration::from_secs(30)).unwrap();
