@@ -6,8 +6,9 @@
 //!
 //! The program's own code runs unchanged: on a simulated host,
 //! [`Loop::connect_tcp`] and [`Loop::listen_tcp`] (and what is built on them:
-//! [`Transport`](crate::net::Transport), framers, [`Listener`](crate::net::Listener))
-//! open simulated sockets instead of the kernel's. The guide
+//! [`Transport`](crate::net::Transport), framers, [`Listener`](crate::net::Listener),
+//! [`Stream`](crate::net::Stream) to an address), and [`Loop::listen_udp`] and
+//! [`Loop::connect_udp`], open simulated sockets instead of the kernel's. The guide
 //! [Testing with simulation](crate::guide::testing_with_simulation) shows how
 //! to write a program for it, how to search seeds and replay one, and what is
 //! and is not simulated.
@@ -29,7 +30,9 @@
 //! know which callback belongs to which host, which arbitrary closures do
 //! not say. It is still one thread, one clock and one order.
 //!
-//! The sockets are a [`Wire`](crate::net) of their own (no file descriptor):
+//! The stream sockets are a [`Wire`](crate::net) of their own (no file
+//! descriptor; `wire.rs`), the datagram ones a variant of the UDP socket type
+//! (`udp.rs`):
 //! the connection core — buffering, flow control, `connection_lost` —
 //! is the one real connections use, as for [`net::memory`](crate::net::memory).
 //! Replacing the `net` types instead (as turmoil does for tokio) would have
@@ -81,6 +84,7 @@
 
 mod net;
 mod rng;
+pub(crate) mod udp;
 pub(crate) mod wire;
 
 pub use net::Link;
@@ -199,6 +203,11 @@ impl Sim {
                     }
                 }
             }
+            for u in std::mem::take(&mut n.hosts[h.0].udp).values() {
+                let mut u = u.borrow_mut();
+                u.open = false;
+                u.key = None;
+            }
             for q in std::mem::take(&mut n.hosts[h.0].listeners).values() {
                 let mut q = q.borrow_mut();
                 q.open = false;
@@ -261,9 +270,10 @@ impl Sim {
         self.net.borrow_mut().window = bytes.max(1);
     }
 
-    /// Cuts `a` off from `b`, both ways: packets between them are held,
-    /// retransmitted every `retransmit` of their link until the partition
-    /// heals (no connection gives up by itself: the program's timeouts do).
+    /// Cuts `a` off from `b`, both ways: a stream's packets between them
+    /// are held, retransmitted every `retransmit` of their link until the
+    /// partition heals (no connection gives up by itself: the program's
+    /// timeouts do); datagrams are dropped.
     pub fn partition(&mut self, a: HostId, b: HostId) {
         let mut n = self.net.borrow_mut();
         n.cut.insert((a.0, b.0));

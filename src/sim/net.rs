@@ -33,13 +33,13 @@ pub(crate) type EndRef = Rc<RefCell<End>>;
 pub struct Link {
     /// One-way delay of every packet.
     pub latency: Duration,
-    /// Up to this much more delay, drawn per packet: a stream's segments
-    /// are delayed by it, never reordered.
+    /// Up to this much more delay, drawn per packet: datagrams are
+    /// reordered by it, a stream's segments only delayed.
     pub jitter: Duration,
     /// Bytes per second the link serialises (`None`: no limit).
     pub bandwidth: Option<u64>,
-    /// Probability a packet is lost: a stream's segment then arrives one
-    /// `retransmit` later, as TCP's retransmission makes it.
+    /// Probability a packet is lost: a datagram is gone, a stream's
+    /// segment arrives one `retransmit` later (TCP's retransmission).
     pub loss: f64,
     /// TCP's retransmission delay: what a lost segment, or one held by a
     /// partition, waits before it is sent again.
@@ -77,6 +77,12 @@ pub(crate) enum Ev {
     Rst { to: EndRef },
     /// The reader took bytes: a writer that found the window full may go on.
     Window { to: EndRef },
+    /// A datagram for the port `to` of the destination host.
+    Dgram {
+        data: Vec<u8>,
+        from: SocketAddr,
+        to: SocketAddr,
+    },
 }
 
 struct Pending {
@@ -183,6 +189,7 @@ pub(crate) struct HostNet {
     pub(crate) ip: IpAddr,
     pub(crate) up: bool,
     pub(crate) listeners: BTreeMap<u16, Rc<RefCell<ListenQ>>>,
+    pub(crate) udp: BTreeMap<u16, Rc<RefCell<crate::sim::udp::UdpQ>>>,
     /// Every end opened on the host (those still alive matter at a crash).
     pub(crate) ends: Vec<Weak<RefCell<End>>>,
     next_port: u16,
@@ -290,6 +297,7 @@ impl Net {
             ip,
             up: false,
             listeners: BTreeMap::new(),
+            udp: BTreeMap::new(),
             ends: Vec::new(),
             next_port: 49152,
         });
@@ -320,6 +328,17 @@ impl Net {
 
     /// When a packet of `len` bytes sent now from `src` reaches `dst`.
     fn transit(&mut self, src: HostId, dst: HostId, len: usize) -> Instant {
+        let at = self.transit_no_loss(src, dst, len);
+        let link = self.link(src, dst);
+        let (loss, retransmit) = (link.loss, link.retransmit);
+        if self.rng.chance(loss) {
+            return at + retransmit;
+        }
+        at
+    }
+
+    /// Latency, jitter and bandwidth: when a packet sent now arrives.
+    fn transit_no_loss(&mut self, src: HostId, dst: HostId, len: usize) -> Instant {
         let now = self.clock.now();
         let link = self.link(src, dst).clone();
         let mut depart = now;
@@ -333,9 +352,6 @@ impl Net {
         let j = link.jitter.as_nanos() as u64;
         if j > 0 {
             at += Duration::from_nanos(self.rng.below(j + 1));
-        }
-        if self.rng.chance(link.loss) {
-            at += link.retransmit;
         }
         at
     }
@@ -355,6 +371,25 @@ impl Net {
     pub(crate) fn send(&mut self, src: HostId, dst: HostId, len: usize, ev: Ev) {
         let at = self.transit(src, dst, len);
         self.push(at, src, dst, ev);
+    }
+
+    /// Sends a datagram: lost with the link's `loss` (a stream's segment
+    /// would be retransmitted; a datagram is gone).
+    pub(crate) fn send_datagram(
+        &mut self,
+        src: HostId,
+        dst: HostId,
+        data: Vec<u8>,
+        from: SocketAddr,
+        to: SocketAddr,
+    ) {
+        let loss = self.link(src, dst).loss;
+        if self.rng.chance(loss) {
+            trace!(self, "{} udp {from} > {to} lost", self.name(src));
+            return;
+        }
+        let at = self.transit_no_loss(src, dst, data.len());
+        self.push(at, src, dst, Ev::Dgram { data, from, to });
     }
 
     /// Sends a control packet after the link's latency alone.
@@ -386,6 +421,14 @@ impl Net {
             }
             let Reverse(p) = self.queue.pop().expect("peeked");
             if self.cut.contains(&(p.src, p.dst)) {
+                if let Ev::Dgram { from, to, .. } = &p.ev {
+                    trace!(
+                        self,
+                        "{} udp {to} < {from} dropped (partition)",
+                        self.name(p.dst)
+                    );
+                    continue;
+                }
                 let again = now + self.link(p.src, p.dst).retransmit;
                 self.push(again, p.src, p.dst, p.ev);
                 continue;
@@ -430,6 +473,7 @@ pub(crate) fn apply(net: &Rc<RefCell<Net>>, src: HostId, dst: HostId, ev: Ev) {
             }
         }
         Ev::Seg { to, seq, seg } => segment(net, src, dst, &to, seq, seg),
+        Ev::Dgram { data, from, to } => crate::sim::udp::deliver(net, dst, data, from, to),
     }
 }
 

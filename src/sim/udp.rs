@@ -1,0 +1,276 @@
+//! Datagrams on a simulated host: the UDP socket type the datagram source
+//! (`net/udp/`) holds with the `sim` feature — a kernel socket, or a port
+//! of the simulated network — and its delivery. A datagram is lost with its
+//! link's `loss`, dropped by a partition or a host that is down, delayed by
+//! latency, jitter and bandwidth, and so reordered by jitter, as UDP is.
+
+use crate::reactor::{Ready, SourceKey, WeakLoop};
+use crate::sim::net::{trace, HostId, Net};
+use crate::sim::wire::host_of;
+use crate::Loop;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::io::{AsRawFd, RawFd};
+use std::rc::Rc;
+
+/// A bound UDP port of a simulated host.
+pub(crate) struct UdpQ {
+    pub(crate) host: HostId,
+    pub(crate) local: SocketAddr,
+    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) inbound: VecDeque<(Vec<u8>, SocketAddr)>,
+    pub(crate) open: bool,
+    pub(crate) key: Option<SourceKey>,
+    pub(crate) lp: WeakLoop,
+}
+
+pub(crate) struct SimUdp {
+    q: Rc<RefCell<UdpQ>>,
+    net: Rc<RefCell<Net>>,
+}
+
+/// A UDP socket: the kernel's, or on a simulated host the network's.
+pub(crate) enum UdpSock {
+    Real(mio::net::UdpSocket),
+    Sim(SimUdp),
+}
+
+impl UdpSock {
+    /// Binds `addr`: a port of the simulated host `lp` is, else a kernel
+    /// socket.
+    pub(crate) fn bind_in(lp: &Loop, addr: SocketAddr) -> io::Result<UdpSock> {
+        let Some((net, host)) = host_of(lp) else {
+            return mio::net::UdpSocket::bind(addr).map(UdpSock::Real);
+        };
+        let mut n = net.borrow_mut();
+        let ip = n.hosts[host].ip;
+        if !(addr.ip().is_unspecified() || addr.ip().is_loopback() || addr.ip() == ip) {
+            return Err(io::ErrorKind::AddrNotAvailable.into());
+        }
+        let port = if addr.port() == 0 {
+            loop {
+                let p = n.ephemeral_port(host);
+                if !n.hosts[host].udp.contains_key(&p) {
+                    break p;
+                }
+            }
+        } else {
+            addr.port()
+        };
+        if n.hosts[host].udp.contains_key(&port) {
+            return Err(io::ErrorKind::AddrInUse.into());
+        }
+        let local = SocketAddr::new(ip, port);
+        let q = Rc::new(RefCell::new(UdpQ {
+            host,
+            local,
+            peer: None,
+            inbound: VecDeque::new(),
+            open: true,
+            key: None,
+            lp: lp.downgrade(),
+        }));
+        n.hosts[host].udp.insert(port, q.clone());
+        trace!(n, "{} udp bind {local}", n.name(host));
+        drop(n);
+        Ok(UdpSock::Sim(SimUdp { q, net }))
+    }
+
+    pub(crate) fn connect(&self, remote: SocketAddr) -> io::Result<()> {
+        match self {
+            UdpSock::Real(s) => s.connect(remote),
+            UdpSock::Sim(s) => {
+                s.q.borrow_mut().peer = Some(remote);
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn send_to(&self, data: &[u8], to: SocketAddr) -> io::Result<usize> {
+        match self {
+            UdpSock::Real(s) => s.send_to(data, to),
+            UdpSock::Sim(s) => s.send(data, to),
+        }
+    }
+
+    pub(crate) fn send(&self, data: &[u8]) -> io::Result<usize> {
+        match self {
+            UdpSock::Real(s) => s.send(data),
+            UdpSock::Sim(s) => {
+                let to = s.q.borrow().peer.ok_or(io::ErrorKind::NotConnected)?;
+                s.send(data, to)
+            }
+        }
+    }
+
+    pub(crate) fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        match self {
+            UdpSock::Real(s) => s.recv_from(buf),
+            UdpSock::Sim(s) => {
+                let Some((data, from)) = s.q.borrow_mut().inbound.pop_front() else {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                };
+                // As recvfrom: what does not fit is discarded.
+                let n = data.len().min(buf.len());
+                buf[..n].copy_from_slice(&data[..n]);
+                Ok((n, from))
+            }
+        }
+    }
+
+    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            UdpSock::Real(s) => s.local_addr(),
+            UdpSock::Sim(s) => Ok(s.q.borrow().local),
+        }
+    }
+
+    pub(crate) fn peer_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            UdpSock::Real(s) => s.peer_addr(),
+            UdpSock::Sim(s) => {
+                s.q.borrow()
+                    .peer
+                    .ok_or_else(|| io::ErrorKind::NotConnected.into())
+            }
+        }
+    }
+}
+
+/// The descriptor of a kernel socket; -1 for a simulated one, which has none
+/// (the caller claims only descriptors of 0 and up).
+impl AsRawFd for UdpSock {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            UdpSock::Real(s) => s.as_raw_fd(),
+            UdpSock::Sim(_) => -1,
+        }
+    }
+}
+
+impl mio::event::Source for UdpSock {
+    fn register(
+        &mut self,
+        r: &mio::Registry,
+        token: mio::Token,
+        i: mio::Interest,
+    ) -> io::Result<()> {
+        match self {
+            UdpSock::Real(s) => s.register(r, token, i),
+            UdpSock::Sim(s) => {
+                let mut q = s.q.borrow_mut();
+                q.key = Some(SourceKey::from_token(token));
+                // Writable from the start; readable if datagrams wait.
+                let ready = if q.inbound.is_empty() {
+                    Ready::WRITABLE
+                } else {
+                    Ready::WRITABLE | Ready::READABLE
+                };
+                if let Some(lp) = q.lp.upgrade() {
+                    let key = SourceKey::from_token(token);
+                    let _ = lp.call_soon(move |lp| lp.wake_source(key, ready));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn reregister(
+        &mut self,
+        r: &mio::Registry,
+        token: mio::Token,
+        i: mio::Interest,
+    ) -> io::Result<()> {
+        match self {
+            UdpSock::Real(s) => s.reregister(r, token, i),
+            UdpSock::Sim(_) => self.register(r, token, i),
+        }
+    }
+
+    fn deregister(&mut self, r: &mio::Registry) -> io::Result<()> {
+        match self {
+            UdpSock::Real(s) => s.deregister(r),
+            UdpSock::Sim(s) => {
+                s.q.borrow_mut().key = None;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl SimUdp {
+    fn send(&self, data: &[u8], to: SocketAddr) -> io::Result<usize> {
+        let q = self.q.borrow();
+        let mut n = self.net.borrow_mut();
+        let Some(dst) = n.host_by_ip(q.host, to.ip()) else {
+            trace!(n, "{} udp {} > {to}: no route", n.name(q.host), q.local);
+            return Ok(data.len()); // a datagram to nowhere is sent, and gone
+        };
+        trace!(
+            n,
+            "{} udp {} > {to} {} bytes",
+            n.name(q.host),
+            q.local,
+            data.len()
+        );
+        n.send_datagram(q.host, dst, data.to_vec(), q.local, to);
+        Ok(data.len())
+    }
+}
+
+impl Drop for SimUdp {
+    fn drop(&mut self) {
+        let mut q = self.q.borrow_mut();
+        if !q.open {
+            return;
+        }
+        q.open = false;
+        if let Ok(mut n) = self.net.try_borrow_mut() {
+            let (host, port) = (q.host, q.local.port());
+            if n.hosts[host]
+                .udp
+                .get(&port)
+                .is_some_and(|u| Rc::ptr_eq(u, &self.q))
+            {
+                n.hosts[host].udp.remove(&port);
+            }
+        }
+    }
+}
+
+/// Delivers a datagram to the port bound at `to` on `dst`, if any.
+pub(crate) fn deliver(
+    net: &Rc<RefCell<Net>>,
+    dst: HostId,
+    data: Vec<u8>,
+    from: SocketAddr,
+    to: SocketAddr,
+) {
+    let n = net.borrow();
+    let q = if n.hosts[dst].up {
+        n.hosts[dst].udp.get(&to.port()).cloned()
+    } else {
+        None
+    };
+    let Some(q) = q.filter(|q| {
+        let q = q.borrow();
+        q.open && q.peer.is_none_or(|p| p == from)
+    }) else {
+        trace!(
+            n,
+            "{} udp {to} < {from} {} bytes dropped (no socket)",
+            n.name(dst),
+            data.len()
+        );
+        return;
+    };
+    trace!(n, "{} udp {to} < {from} {} bytes", n.name(dst), data.len());
+    drop(n);
+    let mut q = q.borrow_mut();
+    q.inbound.push_back((data, from));
+    if let (Some(key), Some(lp)) = (q.key, q.lp.upgrade()) {
+        lp.wake_source(key, Ready::READABLE);
+    }
+}
