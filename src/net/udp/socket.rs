@@ -23,8 +23,15 @@ use std::os::unix::io::AsRawFd;
 use std::panic::Location;
 use std::rc::Rc;
 
+/// The socket: the kernel's; with the `sim` feature, the kernel's or a
+/// simulated host's (`crate::sim::udp`).
+#[cfg(not(feature = "sim"))]
+pub(crate) type UdpSock = mio::net::UdpSocket;
+#[cfg(feature = "sim")]
+pub(crate) use crate::sim::udp::UdpSock;
+
 pub(crate) struct DgramState {
-    pub(crate) sock: Option<mio::net::UdpSocket>,
+    pub(crate) sock: Option<UdpSock>,
     pub(crate) phase: Phase,
     /// Datagrams the socket refused for now, with their destination
     /// (`None`: the connected peer).
@@ -62,7 +69,7 @@ pub(crate) enum Admit {
 
 impl DgramState {
     /// A new socket's state: open, nothing queued, `connection_made` owed.
-    fn new(sock: Option<mio::net::UdpSocket>) -> DgramState {
+    fn new(sock: Option<UdpSock>) -> DgramState {
         DgramState {
             sock,
             phase: Phase::Open,
@@ -134,7 +141,7 @@ pub(crate) struct Dgram {
 /// follows in the next step 6.
 pub(crate) fn open(
     lp: &Loop,
-    mut sock: mio::net::UdpSocket,
+    mut sock: UdpSock,
     proto: Box<dyn DatagramProtocol>,
     at: &'static Location<'static>,
 ) -> Result<DatagramTransport, Error> {
@@ -157,18 +164,16 @@ pub(crate) fn open(
         made = Some(d.clone());
         Ok(d as Rc<dyn Source>)
     })?;
-    lp.claim_fd(fd, key);
+    if fd >= 0 {
+        lp.claim_fd(fd, key); // a simulated socket has none
+    }
     lp.wake_source(key, Ready::EMPTY);
     Ok(DatagramTransport {
         conn: WeakConn::new(&made.expect("built")),
     })
 }
 
-pub(crate) fn send_one(
-    sock: &mio::net::UdpSocket,
-    data: &[u8],
-    to: Option<SocketAddr>,
-) -> io::Result<usize> {
+pub(crate) fn send_one(sock: &UdpSock, data: &[u8], to: Option<SocketAddr>) -> io::Result<usize> {
     loop {
         let r = match to {
             Some(addr) => sock.send_to(data, addr),
@@ -200,7 +205,9 @@ impl Dgram {
             lp.with_selector(|r| {
                 let _ = r.deregister(&mut sock);
             });
-            lp.release_fd(sock.as_raw_fd(), self.key);
+            if sock.as_raw_fd() >= 0 {
+                lp.release_fd(sock.as_raw_fd(), self.key);
+            }
         }
         self.wake(lp);
     }

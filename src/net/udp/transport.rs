@@ -3,7 +3,7 @@
 //! Tests: tests/net_udp.rs.
 
 use crate::net::core::{Phase, Reachable, WeakConn};
-use crate::net::udp::socket::{open, send_one, Admit, Dgram, DgramState};
+use crate::net::udp::socket::{open, send_one, Admit, Dgram, DgramState, UdpSock};
 use crate::net::{DatagramProtocol, Limits};
 use crate::reactor::WeakLoop;
 use crate::{Error, Failure, Loop};
@@ -197,7 +197,7 @@ impl DatagramTransport {
     /// # Errors
     /// `ErrorKind::NotConnected` once closed; else the OS error.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.with(|d| d.sock.as_ref().map(mio::net::UdpSocket::local_addr))
+        self.with(|d| d.sock.as_ref().map(UdpSock::local_addr))
             .flatten()
             .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))
     }
@@ -207,7 +207,7 @@ impl DatagramTransport {
     /// # Errors
     /// `ErrorKind::NotConnected` if the socket is not connected or closed.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.with(|d| d.sock.as_ref().map(mio::net::UdpSocket::peer_addr))
+        self.with(|d| d.sock.as_ref().map(UdpSock::peer_addr))
             .flatten()
             .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))
     }
@@ -273,7 +273,10 @@ impl Loop {
         if self.is_closed() {
             return Err(Error::Closed);
         }
-        let sock = mio::net::UdpSocket::bind(addr)?;
+        #[cfg(feature = "sim")]
+        let sock = UdpSock::bind_in(self, addr)?;
+        #[cfg(not(feature = "sim"))]
+        let sock = UdpSock::bind(addr)?;
         open(self, sock, Box::new(protocol), at)
     }
 
@@ -301,7 +304,10 @@ impl Loop {
             (false, true) => (std::net::Ipv6Addr::LOCALHOST, 0).into(),
             (false, false) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
         };
-        let sock = mio::net::UdpSocket::bind(local)?;
+        #[cfg(feature = "sim")]
+        let sock = UdpSock::bind_in(self, local)?;
+        #[cfg(not(feature = "sim"))]
+        let sock = UdpSock::bind(local)?;
         sock.connect(remote)?;
         open(self, sock, Box::new(protocol), at)
     }
