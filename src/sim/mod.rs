@@ -7,8 +7,10 @@
 //! The program's own code runs unchanged: on a simulated host,
 //! [`Loop::connect_tcp`] and [`Loop::listen_tcp`] (and what is built on them:
 //! [`Transport`](crate::net::Transport), framers, [`Listener`](crate::net::Listener),
-//! [`Stream`](crate::net::Stream) to an address), and [`Loop::listen_udp`] and
-//! [`Loop::connect_udp`], open simulated sockets instead of the kernel's. The guide
+//! [`Stream`](crate::net::Stream)), and [`Loop::listen_udp`] and
+//! [`Loop::connect_udp`], open simulated sockets instead of the kernel's; a
+//! simulated host's name (`"backup:7001"` in
+//! [`Loop::connect_tcp_to`]) is its address. The guide
 //! [Testing with simulation](crate::guide::testing_with_simulation) shows how
 //! to write a program for it, how to search seeds and replay one, and what is
 //! and is not simulated.

@@ -6,8 +6,8 @@
 //! The hooks cost one thread-local look at an empty list on a thread that
 //! runs no simulation; without the `sim` feature they do not exist.
 
-use crate::net::SockAddr;
 use crate::net::Wire;
+use crate::net::{SockAddr, Target};
 use crate::reactor::{Ready, SourceKey};
 use crate::sim::net::{trace, End, EndRef, Ev, HostId, ListenQ, Net, Seg};
 use crate::Loop;
@@ -52,6 +52,26 @@ pub(crate) fn host_of(lp: &Loop) -> Option<(Rc<RefCell<Net>>, HostId)> {
             .find(|(l, _, _)| *l == id)
             .and_then(|(_, n, host)| Some((n.upgrade()?, *host)))
     })
+}
+
+/// A host name on a simulated host: the simulated host of that name, at
+/// its address (`"backup:7001"`); any other target as it is (a name no
+/// simulated host has goes to the real resolver).
+pub(crate) fn resolve(lp: &Loop, target: Target) -> Target {
+    if target.as_addr().is_some() {
+        return target;
+    }
+    let Some((net, _)) = host_of(lp) else {
+        return target;
+    };
+    let Ok((name, port)) = target.parts() else {
+        return target;
+    };
+    let n = net.borrow();
+    match n.hosts.iter().find(|h| h.name == name) {
+        Some(h) => Target::from(SocketAddr::new(h.ip, port)),
+        None => target,
+    }
 }
 
 /// `Loop::connect_tcp` on a simulated host: a socket connecting over the
