@@ -355,6 +355,8 @@ impl Loop {
     ) -> Connection<P> {
         let at = Location::caller();
         let target = target.into();
+        #[cfg(feature = "sim")]
+        let target = crate::sim::wire::resolve(self, target);
         if let Some(addr) = target.as_addr() {
             return self
                 .connect_tcp(addr, protocol)
