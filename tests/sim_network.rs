@@ -287,3 +287,26 @@ fn a_stream_arrives_whole_and_in_order_through_jitter_loss_and_a_bandwidth_limit
     let took = eof_at.borrow().expect("the EOF came") - start;
     assert!(took >= Duration::from_millis(300), "{took:?}");
 }
+
+#[test]
+fn a_simulated_hosts_name_resolves_to_its_address() {
+    let mut sim = sim_with(10);
+    server(&mut sim);
+    let got = Rc::new(RefCell::new(Vec::new()));
+    let g = got.clone();
+    sim.host("client", "10.0.0.2".parse().unwrap(), move |lp| {
+        let s = deferloop::net::Stream::connect(lp, "server:7");
+        s.write(b"by name");
+        let g = g.clone();
+        s.read_exactly(7)
+            .add_callback(move |b| {
+                *g.borrow_mut() = b;
+                Ok::<(), Failure>(())
+            })
+            .detach();
+    })
+    .unwrap();
+    sim.run_for(Duration::from_secs(1)).unwrap();
+    assert_eq!(*got.borrow(), b"by name");
+    assert!(sim.trace().contains("10.0.0.2:49152 > 10.0.0.1:7 connect"));
+}
