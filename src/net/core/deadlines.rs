@@ -6,7 +6,8 @@
 //! not a timer operation. Tests: tests/net_limits.rs, tests/net_tcp_close.rs,
 //! tests/net_write_timeout.rs, tests/loop_manual_clock.rs.
 
-use crate::net::core::conn::{Conn, ConnState};
+use crate::net::core::conn::Conn;
+use crate::net::core::state::ConnState;
 use crate::net::core::Phase;
 use crate::timers::later;
 use crate::{Failure, Loop};
@@ -47,17 +48,14 @@ impl Conn {
         let weak = Rc::downgrade(self);
         let timer = lp.call_later(d, move |lp| {
             let Some(conn) = weak.upgrade() else { return };
-            let connect = {
+            {
                 let mut st = conn.st.borrow_mut();
                 st.connect_timer = None;
                 if !matches!(st.phase, Phase::Connecting) {
                     return;
                 }
-                st.connect.take()
-            };
-            let garbage = conn.discard(lp);
-            drop(garbage);
-            if let Some((Some(r), to)) = connect {
+            }
+            if let Some((Some(r), to)) = conn.give_up(lp) {
                 let e = io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!("connect to {to}: no answer within {d:?}"),

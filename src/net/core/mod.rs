@@ -1,13 +1,16 @@
 //! The connection core: one stream connection, whatever carries its bytes.
 //!
-//! Owns a connection's state and its source type (`conn.rs`: `Conn`, the
-//! write path, connecting), its dispatch (`dispatch.rs`: connect completion,
+//! Owns a connection's state (`state.rs`: `ConnState`, whether a read may be
+//! made now), its source type (`conn.rs`: `Conn`, the write path,
+//! connecting), its dispatch (`dispatch.rs`: connect completion,
 //! flush, flow-control notes, reads, `connection_lost`), its deadlines
 //! (`deadlines.rs`), its write buffer and flow control (`buffer.rs`) and the
-//! socket I/O under it (`io.rs`: the [`Wire`](io::StreamIo) trait, TCP and
+//! socket I/O under it (`io.rs`: the [`Wire`](io::Wire) trait, TCP and
 //! Unix sockets). Exposes the handles users hold: `Transport`
 //! (`transport.rs`), `Connection`, `ProtocolRef`, `ProtocolFactory`
-//! (`connection.rs`).
+//! (`connection.rs`); and to the rest of `net/` (connecting, listeners,
+//! TLS) a few named operations (`ops.rs`): the state's fields are private
+//! to this folder.
 //!
 //! This file holds what every connection shares, stream or datagram: its
 //! phase, the one convention for calling a protocol (contained, reported, the
@@ -20,7 +23,9 @@ pub(super) mod connection;
 mod deadlines;
 mod dispatch;
 pub(super) mod io;
+mod ops;
 pub(crate) mod ss;
+mod state;
 pub(super) mod transport;
 
 use crate::reactor::{ExceptionContext, WeakLoop};

@@ -2,7 +2,8 @@
 //! hold. It reaches the connection through a `Weak`, so a transport kept in
 //! its own protocol keeps neither the connection nor the loop alive.
 
-use crate::net::core::conn::{Conn, ConnState};
+use crate::net::core::conn::Conn;
+use crate::net::core::state::ConnState;
 use crate::net::core::{Phase, Reachable, WeakConn};
 use crate::net::{Limits, ProtocolRef, SockAddr};
 use crate::reactor::WeakLoop;
@@ -245,18 +246,10 @@ impl Transport {
         let Some((conn, lp)) = self.live() else {
             return;
         };
-        let connect = {
-            let mut st = conn.st.borrow_mut();
-            if matches!(st.phase, Phase::Connecting) {
-                st.connect.take()
-            } else {
-                conn.close_now(&lp, &mut st, reason.clone());
-                return;
-            }
-        };
-        let garbage = conn.discard(&lp);
-        drop(garbage);
-        if let Some((Some(r), to)) = connect {
+        if !conn.is_connecting() {
+            return conn.abort(&lp, reason);
+        }
+        if let Some((Some(r), to)) = conn.give_up(&lp) {
             let e = io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 format!("connect to {to}: aborted before it was up"),
@@ -454,7 +447,9 @@ impl Transport {
     /// Whether a layer (TLS) is on this connection's wire, perhaps still
     /// handshaking; `false` once the connection is gone.
     pub(crate) fn is_layered(&self) -> bool {
-        self.with(|s| s.io.as_ref().is_some_and(|io| io.layer().is_some()))
+        self.conn
+            .upgrade()
+            .and_then(|c| c.with_wire(|io| io.layer().is_some()))
             .unwrap_or(false)
     }
 
