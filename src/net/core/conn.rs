@@ -210,7 +210,7 @@ impl Conn {
                 Err(e) => return self.close_now(lp, st, Some(Failure::new(e))),
             }
             // A layer may take it all and the socket refuse its records.
-            let refused = written < total || io.has_pending();
+            let refused = written < total || io.output().pending;
             if written < total {
                 st.write_ready = false;
             }
@@ -273,7 +273,7 @@ impl Conn {
                 Err(e) => break Err(e),
             }
         };
-        if io.has_pending() {
+        if io.output().pending {
             st.took = 0;
         }
         match r {
@@ -282,19 +282,17 @@ impl Conn {
         }
     }
 
-    /// A layer's own output (TLS records) goes before what is buffered; a
-    /// layer may also become writable without a socket edge (its handshake
-    /// done). Returns whether the buffer may be flushed now. (Hook: a plain
-    /// socket has neither, see `Wire::has_pending`.)
+    /// A layer's own output (TLS records) goes before what is buffered.
+    /// Returns whether the buffer may be flushed now. (A plain socket has
+    /// none: see `Wire::output`.)
     fn flush_layer(&self, lp: &Loop, st: &mut ConnState) -> bool {
         let Some(io) = st.io.as_mut() else {
             return true;
         };
-        st.write_ready |= io.take_writable();
-        if !st.write_ready || !io.has_pending() {
+        if !st.write_ready || !io.output().pending {
             return true;
         }
-        match io.flush_pending() {
+        match io.flush_output(false) {
             Ok(true) => {
                 if st.wbuf.is_empty() {
                     self.after_drain(lp, st);
@@ -333,7 +331,7 @@ impl Conn {
         }
         if matches!(st.phase, Phase::Closing(_)) {
             // A layer's last words (TLS: close_notify) go out first.
-            match st.io.as_mut().map_or(Ok(true), |io| io.finish_close()) {
+            match st.io.as_mut().map_or(Ok(true), |io| io.flush_output(true)) {
                 Ok(true) => {}
                 Ok(false) => {
                     st.write_ready = false;

@@ -213,10 +213,10 @@ impl Conn {
 }
 
 fn layer_sent(st: &ConnState) -> Option<u64> {
-    st.io.as_ref().and_then(|io| io.layer_sent())
+    st.io.as_ref().and_then(|io| io.output().sent)
 }
 
 /// Whether a layer's handshake holds the writes back (not the peer).
 fn handshaking(st: &ConnState) -> bool {
-    st.io.as_ref().is_some_and(|io| io.handshaking())
+    st.io.as_ref().is_some_and(|io| io.output().handshaking)
 }

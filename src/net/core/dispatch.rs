@@ -136,6 +136,7 @@ impl Conn {
                 let io = st.io.as_mut().expect("a readable stream has its io");
                 match io.read(&mut buf[..limit]) {
                     Ok(0) => {
+                        st.write_ready |= io.input().writable;
                         st.read_ready = false;
                         st.eof_received = true;
                         Step::Eof
@@ -145,15 +146,19 @@ impl Conn {
                         // A short read emptied the socket: the next data brings
                         // a new edge. Unless the peer's FIN was signalled: its
                         // edge is spent, so read on to the end-of-file. (Or a
-                        // layer holds more: see `Wire::has_more_input`.)
-                        let spent = io.take_spent();
-                        if n < limit && !spent && !st.read_closed && !io.has_more_input() {
+                        // layer holds more, or spent its own budget: see
+                        // `Wire::input`.)
+                        let said = io.input();
+                        st.write_ready |= said.writable;
+                        if n < limit && !said.spent && !st.read_closed && !said.held {
                             st.read_ready = false;
                         }
                         Step::Data(n, st.read_ready, spent)
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if io.take_spent() {
+                        let said = io.input();
+                        st.write_ready |= said.writable;
+                        if said.spent {
                             Step::Yield
                         } else {
                             st.read_ready = false;
@@ -375,7 +380,7 @@ impl Source for Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::core::io::Wire;
+    use crate::net::core::io::{Input, Wire};
     use crate::net::SockAddr;
     use crate::reactor::Ready;
     use crate::EventLoop;
@@ -384,7 +389,7 @@ mod tests {
     use std::panic::Location;
 
     /// A layer whose reads follow a script: `Some(data)`, or `None` for
-    /// "nothing yet, my budget is spent" (`take_spent`); then `WouldBlock`.
+    /// "nothing yet, my budget is spent" (`Input::spent`); then `WouldBlock`.
     struct Scripted {
         script: VecDeque<Option<&'static [u8]>>,
         spent: bool,
@@ -425,8 +430,11 @@ mod tests {
         fn name(&self) -> &'static str {
             "scripted"
         }
-        fn take_spent(&mut self) -> bool {
-            std::mem::take(&mut self.spent)
+        fn input(&mut self) -> Input {
+            Input {
+                spent: std::mem::take(&mut self.spent),
+                ..Input::default()
+            }
         }
     }
 

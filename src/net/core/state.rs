@@ -66,7 +66,7 @@ pub(crate) struct ConnState {
     /// Since when output has waited on a socket that said `WouldBlock` (and
     /// gave no writable edge since): see `deadlines.rs`.
     pub(super) stalled_since: Option<Instant>,
-    /// What the layer had sent when the stall began (`Wire::layer_sent`):
+    /// What the layer had sent when the stall began (`Output::sent`):
     /// it also sends outside the core's flush (a write, an EOF, a read).
     pub(super) stall_sent: Option<u64>,
     /// `close()` called while connecting: the reason, to close with once up.
@@ -171,7 +171,7 @@ impl ConnState {
     /// A layer (TLS) has output of its own: records the socket refused, or
     /// its close_notify.
     pub(crate) fn layer_pending(&self) -> bool {
-        self.io.as_ref().is_some_and(|io| io.has_pending())
+        self.io.as_ref().is_some_and(|io| io.output().pending)
     }
 
     pub(crate) fn accepts_writes(&self) -> bool {
