@@ -18,6 +18,7 @@
 
 use crate::deferred::LoopClosed;
 use crate::net::core::io::Wire;
+use crate::net::core::ss;
 use crate::net::core::state::ConnState;
 use crate::net::core::{self, Phase, WeakConn};
 use crate::net::{ConnectFailed, Connection, Limits, Protocol, SockAddr, Transport};
@@ -28,6 +29,7 @@ use std::cell::{Cell, RefCell};
 use std::io::{self, IoSlice};
 use std::panic::Location;
 use std::rc::Rc;
+use std::time::Instant;
 
 /// Writes of at least this many bytes are never held back to be coalesced.
 const COALESCE_BELOW: usize = 4096;
@@ -79,7 +81,7 @@ impl Conn {
             Ok(conn as Rc<dyn Source>)
         })?;
         let (conn, fd) = made.expect("built");
-        super::ss::track(&conn);
+        ss::track(&conn);
         lp.counters().conn_opened();
         if let Some(fd) = fd {
             lp.claim_fd(fd, key);
@@ -189,7 +191,7 @@ impl Conn {
         if !st.accepts_writes() {
             st.dropped_writes += 1;
             if st.dropped_writes == 1 {
-                log::warn!(peer:% = super::dispatch::peer_of(st), conn_at:% = self.at, bytes = total;
+                log::warn!(peer:% = st.peer(), conn_at:% = self.at, bytes = total;
                     "deferloop: write of {total} bytes to a closing or closed transport ignored");
             }
             return;
@@ -206,6 +208,7 @@ impl Conn {
                 Ok(n) => {
                     written = n;
                     lp.counters().sent(n);
+                    st.bytes_out += n as u64;
                 }
                 Err(e) => return self.close_now(lp, st, Some(Failure::new(e))),
             }
@@ -234,7 +237,7 @@ impl Conn {
         }
         if st.wbuf.len() > st.cap {
             let e = crate::net::WriteBufferFull { cap: st.cap };
-            log::warn!(peer:% = super::dispatch::peer_of(st), conn_at:% = self.at, cap = st.cap;
+            log::warn!(peer:% = st.peer(), conn_at:% = self.at, cap = st.cap;
                 "deferloop: {e}; connection aborted");
             return self.close_now(lp, st, Some(Failure::new(e)));
         }
@@ -261,6 +264,7 @@ impl Conn {
                 Ok(0) => break Err(io::Error::from(io::ErrorKind::WriteZero)),
                 Ok(n) => {
                     lp.counters().sent(n);
+                    st.bytes_out += n as u64;
                     st.wbuf.consume(n);
                     st.took = st.took.saturating_add(n);
                 }
@@ -401,6 +405,41 @@ impl Conn {
                 false
             }
         }
+    }
+}
+
+/// `ss`'s row: the state of one connection, read between turns.
+impl ss::Row for Conn {
+    fn row(&self, now: Instant) -> Option<ss::Connection> {
+        let st = self.st.try_borrow().ok()?;
+        let state = match st.phase {
+            Phase::Connecting => "connecting",
+            Phase::Open => "open",
+            Phase::Closing(_) => "closing",
+            Phase::Closed(_) => "closed",
+            Phase::Lost => return None,
+        };
+        let peer = match (&st.io, &st.connect) {
+            (_, Some((_, to))) => to.clone(),
+            // A pipe has no address: its kind stands in for one.
+            (Some(io), None) => io
+                .peer_addr()
+                .map_or_else(|_| format!("({})", io.name()), |a| a.to_string()),
+            (None, None) => "-".into(),
+        };
+        Some(ss::Connection {
+            peer,
+            state,
+            write_buffered: st.wbuf.len(),
+            bytes_in: st.bytes_in,
+            bytes_out: st.bytes_out,
+            reading_paused: st.reading_paused || st.held,
+            writing_paused: st.wbuf.flow.is_paused(),
+            idle: st
+                .idle_timeout
+                .map(|limit| (now.saturating_duration_since(st.last_read), limit)),
+            opened_at: self.at,
+        })
     }
 }
 

@@ -143,6 +143,7 @@ impl Conn {
                     }
                     Ok(n) => {
                         lp.counters().received(n);
+                        st.bytes_in += n as u64;
                         // A short read emptied the socket: the next data brings
                         // a new edge. Unless the peer's FIN was signalled: its
                         // edge is spent, so read on to the end-of-file. (Or a
@@ -153,7 +154,7 @@ impl Conn {
                         if n < limit && !said.spent && !st.read_closed && !said.held {
                             st.read_ready = false;
                         }
-                        Step::Data(n, st.read_ready, spent)
+                        Step::Data(n, st.read_ready, said.spent)
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         let said = io.input();
@@ -249,16 +250,6 @@ impl Conn {
         self.assert_unborrowed();
         let message = "Exception in protocol callback (connection_lost)";
         let _ = core::contain(lp, self.at, message, || proto.connection_lost(t, reason));
-    }
-}
-
-/// The peer of a connection, for a log record's `peer` field: its address,
-/// or while connecting the target, or `"-"`.
-pub(crate) fn peer_of(st: &super::state::ConnState) -> String {
-    match (&st.connect, st.io.as_ref().map(|io| io.peer_addr())) {
-        (Some((_, to)), _) => to.clone(),
-        (None, Some(Ok(a))) => a.to_string(),
-        _ => "-".to_owned(),
     }
 }
 

@@ -71,6 +71,12 @@ pub(crate) struct ConnState {
     pub(super) stall_sent: Option<u64>,
     /// `close()` called while connecting: the reason, to close with once up.
     pub(super) close_when_up: Option<Option<Failure>>,
+    /// Bytes read from the wire and handed to the protocol, in all (over
+    /// TLS: plaintext); for `ss`.
+    pub(super) bytes_in: u64,
+    /// Bytes of the protocol's the wire took, in all (over TLS: plaintext);
+    /// for `ss`. What waits in the buffer is not counted yet.
+    pub(super) bytes_out: u64,
 }
 
 impl ConnState {
@@ -113,6 +119,8 @@ impl ConnState {
             write_timer: None,
             stalled_since: None,
             stall_sent: None,
+            bytes_in: 0,
+            bytes_out: 0,
         }
     }
 
@@ -176,6 +184,16 @@ impl ConnState {
 
     pub(crate) fn accepts_writes(&self) -> bool {
         matches!(self.phase, Phase::Open | Phase::Connecting) && !self.eof_requested
+    }
+
+    /// The peer, for a log record's `peer` field: its address, or while
+    /// connecting the target, or `"-"`.
+    pub(super) fn peer(&self) -> String {
+        match (&self.connect, self.io.as_ref().map(|io| io.peer_addr())) {
+            (Some((_, to)), _) => to.clone(),
+            (None, Some(Ok(a))) => a.to_string(),
+            _ => "-".to_owned(),
+        }
     }
 
     /// Whether a dispatch would have work to do right now.
