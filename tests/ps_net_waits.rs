@@ -126,4 +126,9 @@ fn ss_counts_the_bytes_of_an_echo_in_and_out() {
         (c.bytes_in, c.bytes_out, c.write_buffered),
         (10_015, 10_015, 0)
     );
+    let ss = rep.ss();
+    assert!(
+        ss.contains("0 bytes to write, 10015 bytes in, 10015 out"),
+        "{ss}"
+    );
 }
