@@ -64,11 +64,10 @@ impl Conn {
         connect: Option<String>,
         at: &'static Location<'static>,
     ) -> Result<Rc<Conn>, Error> {
-        let mut made = None;
-        let key = lp.insert_source(at, |key, r| {
+        let conn = core::enter(lp, at, |key, r| {
             io.register(r, key.token())?;
             let fd = io.fd();
-            let conn = Rc::new(Conn {
+            let conn = Conn {
                 lp: lp.downgrade(),
                 key,
                 at,
@@ -76,16 +75,11 @@ impl Conn {
                 proto: RefCell::new(Some(proto)),
                 dispatching: Cell::new(false),
                 on_lost: RefCell::new(None),
-            });
-            made = Some((conn.clone(), fd));
-            Ok(conn as Rc<dyn Source>)
+            };
+            Ok((conn, fd))
         })?;
-        let (conn, fd) = made.expect("built");
         ss::track(&conn);
         lp.counters().conn_opened();
-        if let Some(fd) = fd {
-            lp.claim_fd(fd, key);
-        }
         Ok(conn)
     }
 
