@@ -1,6 +1,6 @@
 //! A stream connection's dispatch (step 6): connect completion, flush,
 //! flow-control notes, reads, `connection_lost`; and what the loop's close
-//! owes it. The state and the write path are in `conn.rs`.
+//! owes it. The state is `state.rs`, the write path `conn.rs`.
 
 use crate::deferred::LoopClosed;
 use crate::net::core::buffer;
