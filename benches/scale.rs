@@ -504,13 +504,40 @@ fn chains(n: u64) {
     assert!(sum > 0);
 }
 
+/// For callgrind: `count call_soon N` queues N callbacks with call_soon and
+/// runs them (benches/loop.rs's first row).
+fn call_soons(ev: &EventLoop, n: u64) {
+    let count = Rc::new(Cell::new(0u64));
+    for _ in 0..n {
+        let c = count.clone();
+        ev.call_soon(move |_| c.set(c.get() + 1)).unwrap();
+    }
+    ev.call_soon(|lp| lp.stop()).unwrap();
+    ev.run().unwrap();
+    assert_eq!(count.get(), n);
+}
+
 /// For callgrind (scripts/scale_instructions.sh): `count add N` watches N
 /// file descriptors; `count remove N` watches them and then removes them
 /// all, so the difference of the two counts is the cost of N removals;
-/// `count chain N`: see [`chains`].
+/// `count chain N`: see [`chains`]; `count call_soon N`: see [`call_soons`];
+/// `count chain_ps N` and `count call_soon_ps N`: the same with `ps`'s
+/// registry on.
 fn count(what: &str, n: u64) {
-    if what == "chain" {
-        return chains(n);
+    let (what, ps) = match what.strip_suffix("_ps") {
+        Some(w) => (w, true),
+        None => (what, false),
+    };
+    if what == "chain" || what == "call_soon" {
+        let ev = EventLoop::new().unwrap();
+        if ps {
+            deferloop::ps::enable(&ev.to_loop());
+        }
+        return if what == "chain" {
+            chains(n)
+        } else {
+            call_soons(&ev, n)
+        };
     }
     let ev = EventLoop::new().unwrap();
     let mut pipe = [0; 2];

@@ -86,6 +86,8 @@ echo "bench_report: TCP echo" >&2
   >"$work/echo.md" 2> >(grep -v -E '^ *(Finished|Running)' >&2)
 echo "bench_report: loop steps in instructions (callgrind)" >&2
 scripts/loop_instructions.sh >"$work/steps.md"
+echo "bench_report: ps's registry off and on in instructions (callgrind)" >&2
+scripts/ps_cost.sh >"$work/ps_cost.md"
 echo "bench_report: costs as the work grows" >&2
 "${prio[@]}" cargo bench --bench scale 2>/dev/null >"$work/scale.md"
 scripts/scale_instructions.sh >"$work/scale_instructions.md"
@@ -119,7 +121,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "## Targets"
   echo
-  grep -h '^- Target:' "$work/echo.md" "$work/loop.md" "$work/deferred.md" "$work/steps.md" \
+  grep -h '^- Target:' "$work/echo.md" "$work/loop.md" "$work/deferred.md" "$work/steps.md" "$work/ps_cost.md" \
     "$work/scale.md" "$work/scale_instructions.md" || true
   grep -h '^- Beside tokio' "$work/idle.md" | sed 's/^- /- Many idle connections, not a target: /' || true
   echo
@@ -161,5 +163,9 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "## Loop steps in instructions: scripts/loop_instructions.sh"
   echo
   cat "$work/steps.md"
+  echo
+  echo "## ps's registry off and on, in instructions: scripts/ps_cost.sh"
+  echo
+  cat "$work/ps_cost.md"
 } >BENCHMARKS.md
 echo "bench_report: wrote BENCHMARKS.md and benchmarks.svg in $((end - start)) s" >&2

@@ -148,6 +148,7 @@ mod clock;
 mod context;
 pub mod cores;
 pub mod deferred;
+mod env;
 mod error;
 pub mod guide;
 pub mod net;

@@ -89,3 +89,46 @@ fn ss_lists_connections_with_state_pauses_and_idle_time() {
     );
     drop((s, connecting));
 }
+
+#[test]
+fn ss_counts_the_bytes_of_an_echo_in_and_out() {
+    use deferloop::net::{memory, Protocol, Transport};
+    struct Echo;
+    impl Protocol for Echo {
+        fn data_received(&mut self, t: &Transport, data: &[u8]) {
+            t.write(data);
+        }
+    }
+    let (ev, _clock) = manual();
+    let (_t, peer) = memory::open(&ev, Echo).unwrap();
+    // The peer takes 1000 bytes at a time: the rest of the echo waits in
+    // the buffer, and counts as out only once taken.
+    peer.set_room(Some(1000));
+    peer.send(&[7; 10_000]);
+    peer.send(b"and a short one");
+    ev.run_once_timeout(Duration::ZERO).unwrap();
+    let rep = ps::snapshot(&ev);
+    let c = &rep.connections[0];
+    assert_eq!(
+        (c.bytes_in, c.bytes_out, c.write_buffered),
+        (10_015, 1000, 9015)
+    );
+    let mut echoed = peer.take_written();
+    for _ in 0..20 {
+        peer.set_room(Some(1000));
+        ev.run_once_timeout(Duration::ZERO).unwrap();
+        echoed.extend(peer.take_written());
+    }
+    assert_eq!(echoed.len(), 10_015);
+    let rep = ps::snapshot(&ev);
+    let c = &rep.connections[0];
+    assert_eq!(
+        (c.bytes_in, c.bytes_out, c.write_buffered),
+        (10_015, 10_015, 0)
+    );
+    let ss = rep.ss();
+    assert!(
+        ss.contains("0 bytes to write, 10015 bytes in, 10015 out"),
+        "{ss}"
+    );
+}

@@ -14,11 +14,11 @@
 //! Also a request/response workload over lines (`rr.rs`): the raw protocol
 //! beside `Stream::read_line`.
 //!
-//! Files: `servers.rs` (the Rust contenders), `client.rs` (the load client),
-//! `run.rs` (processes, schedule, report), `tls.rs` (the TLS rows, with
-//! `--features tls`), `sys.rs` (affinity, /proc, the
-//! counting allocator), `../common/coro.rs` (coroutines on deferloop),
-//! `scripts/echo_server.py` (the Python peers).
+//! Files: `servers.rs` (the Rust contenders), `sizes.rs` (the read size
+//! they share), `client.rs` (the load client), `run.rs` (processes,
+//! schedule, report), `tls.rs` (the TLS rows, with `--features tls`),
+//! `sys.rs` (affinity, /proc, the counting allocator), `../common/coro.rs`
+//! (coroutines on deferloop), `scripts/echo_server.py` (the Python peers).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -32,6 +32,7 @@ mod client;
 mod rr;
 mod run;
 mod servers;
+mod sizes;
 mod sys;
 mod tls;
 

@@ -10,6 +10,7 @@
 use crate::common::coro::{Stream, StreamProtocol};
 use crate::echo_example;
 use crate::embed_tokio;
+use crate::sizes::READ_SIZE;
 use deferloop::EventLoop;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -117,10 +118,6 @@ impl deferloop::net::Protocol for BigMark {
         self.0.resume_writing(t);
     }
 }
-
-/// How much every server reads per call: deferloop's read buffer size (also
-/// asyncio's and uvloop's), given to the others so all make the same calls.
-pub const READ_SIZE: usize = 256 * 1024;
 
 /// Room for a [`READ_SIZE`] buffer that starts on a page boundary, as
 /// deferloop's read buffer does: on this project's AMD machines the kernel's

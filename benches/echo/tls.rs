@@ -110,7 +110,7 @@ pub fn tokio(addr: SocketAddr, bound: impl FnOnce(SocketAddr)) -> io::Result<()>
                 let Ok(mut s) = acceptor.accept(s).await else {
                     return;
                 };
-                let mut buf = vec![0u8; crate::servers::READ_SIZE];
+                let mut buf = vec![0u8; crate::sizes::READ_SIZE];
                 loop {
                     let n = match s.read(&mut buf).await {
                         Ok(0) | Err(_) => return,

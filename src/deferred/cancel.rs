@@ -1,13 +1,35 @@
 //! How a chain ends without its producer's value: `cancel` (Twisted's rules)
 //! and abandonment (the last `Resolver` dropped unfired fails the chain with
-//! `Abandoned`). Tests: below (the Resolver count) and
+//! `Abandoned`); `CancelHandle` and `cancel_weak`, cancelling through a weak
+//! reference. Tests: below (the Resolver count) and
 //! tests/deferred_cancel.rs, tests/deferred_abandoned.rs.
 
 use super::errors::{Abandoned, Cancelled};
-use super::node::{fire, NodeRef};
+use super::node::{NodeRef, WeakNode};
+use super::run::fire;
 use crate::Failure;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
+
+/// Cancels a Deferred through a weak reference (internal: timers, lists).
+#[derive(Clone)]
+pub(crate) struct CancelHandle(pub(super) WeakNode);
+
+impl CancelHandle {
+    #[track_caller]
+    pub(crate) fn cancel(&self) {
+        if let Some(n) = self.0.upgrade() {
+            cancel(&n);
+        }
+    }
+}
+
+#[track_caller]
+pub(crate) fn cancel_weak(w: &WeakNode) {
+    if let Some(n) = w.upgrade() {
+        cancel(&n);
+    }
+}
 
 /// A `Resolver` of `node` was made (created or cloned).
 pub(crate) fn add_resolver(node: &NodeRef) {
@@ -116,7 +138,8 @@ pub(crate) fn cancel(node: &NodeRef) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deferred::node::{add_call, forward, take_result, Node, Outcome, Res};
+    use crate::deferred::node::{Node, Outcome, Res};
+    use crate::deferred::run::{add_call, forward, take_result};
 
     fn here() -> &'static Location<'static> {
         Location::caller()

@@ -1,6 +1,8 @@
 //! The FIFO of a node's links, stored beside the node while it is short.
 //!
-//! Owns `Links` and `InlineLinks`. A chain is typically filled, then
+//! Owns `Links` and `InlineLinks`, generic over what they queue (a node's
+//! `Link`, see `node.rs`, which adds the link-aware reads and the in-place
+//! push of a callback). A chain is typically filled, then
 //! drained, and only then extended again, so the queue is a block of slots
 //! written at `len` and read at `head`, rewound to the start whenever it runs
 //! empty: no wrapping arithmetic on either side. The block is the node's
@@ -22,11 +24,9 @@
 //! by every `&mut` borrow of it (Miri says so), one beside it is not.
 //! Tests: below; behaviour through tests/deferred_*.rs.
 
-use super::node::{Callback, Link, StepFn};
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::panic::Location;
 use std::ptr;
 
 /// Slots stored beside the node.
@@ -36,10 +36,10 @@ const FIRST_SPILL: usize = 10;
 
 /// A node's inline slots: written only through the `Links` they were given
 /// to (see [`Links::use_inline`]).
-pub(crate) struct InlineLinks(UnsafeCell<[MaybeUninit<Link>; INLINE_LINKS]>);
+pub(crate) struct InlineLinks<T>(UnsafeCell<[MaybeUninit<T>; INLINE_LINKS]>);
 
-impl InlineLinks {
-    pub(crate) fn new() -> InlineLinks {
+impl<T> InlineLinks<T> {
+    pub(crate) fn new() -> InlineLinks<T> {
         InlineLinks(UnsafeCell::new(
             [const { MaybeUninit::uninit() }; INLINE_LINKS],
         ))
@@ -48,19 +48,19 @@ impl InlineLinks {
 
 /// A FIFO of links: slots `head..len` of the block are queued (initialised),
 /// the others hold nothing.
-pub(crate) struct Links {
+pub(crate) struct Links<T> {
     /// Slot 0 of the block: `INLINE_LINKS` slots given by `use_inline` when
     /// `cap` is `INLINE_LINKS`, a heap block of `cap` slots when it is more
     /// (heap blocks are at least `FIRST_SPILL`); unset while `cap` is 0.
-    base: *mut Link,
+    base: *mut T,
     cap: u32,
     head: u32,
     len: u32,
 }
 
-impl Links {
+impl<T> Links<T> {
     #[inline]
-    pub(crate) fn new() -> Links {
+    pub(crate) fn new() -> Links<T> {
         Links {
             base: ptr::NonNull::dangling().as_ptr(),
             cap: 0,
@@ -74,9 +74,9 @@ impl Links {
     /// # Safety
     /// Nothing was pushed yet, and `inline` outlives this `Links` and is
     /// used by nothing else (it sits beside it in its node's `NodeCell`).
-    pub(crate) unsafe fn use_inline(&mut self, inline: &InlineLinks) {
+    pub(crate) unsafe fn use_inline(&mut self, inline: &InlineLinks<T>) {
         debug_assert_eq!(self.cap, 0);
-        self.base = inline.0.get().cast::<Link>();
+        self.base = inline.0.get().cast::<T>();
         self.cap = INLINE_LINKS as u32;
     }
 
@@ -91,18 +91,24 @@ impl Links {
         (self.len - self.head) as usize
     }
 
+    /// Whether the queue is empty and rewound to the start of its block.
+    #[cfg(test)]
+    pub(crate) fn is_rewound(&self) -> bool {
+        (self.head, self.len) == (0, 0)
+    }
+
     /// Points the block anew at `inline`, if it is the inline block: the
     /// owner of both is being dropped, with a `&mut` over them (see
     /// `NodeCell`'s drop).
-    pub(crate) fn rebase(&mut self, inline: &mut InlineLinks) {
+    pub(crate) fn rebase(&mut self, inline: &mut InlineLinks<T>) {
         if self.cap as usize == INLINE_LINKS {
-            self.base = inline.0.get_mut().as_mut_ptr().cast::<Link>();
+            self.base = inline.0.get_mut().as_mut_ptr().cast::<T>();
         }
     }
 
     /// Slot `i` of the block, which must be below `cap`.
     #[inline(always)]
-    fn slot(&mut self, i: u32) -> *mut Link {
+    fn slot(&self, i: u32) -> *mut T {
         debug_assert!(i < self.cap);
         // SAFETY: `i < cap`, and `base` points to a block of `cap` slots
         // (the struct's invariant).
@@ -111,36 +117,18 @@ impl Links {
 
     /// Appends `link`.
     #[inline]
-    pub(crate) fn push_back(&mut self, link: Link) {
-        let slot = self.vacant();
-        // SAFETY: `vacant` hands out a slot to write at once (see there).
-        unsafe { slot.write(link) };
+    pub(crate) fn push_back(&mut self, link: T) {
+        // SAFETY: the slot is written at once.
+        unsafe { self.vacant().write(link) };
     }
 
-    /// Appends a callback link: `add_callback`'s path. The link is built
-    /// after its slot is found, so it is written there from its parts: built
-    /// on the stack first and copied, its 16-byte halves were read back
-    /// before the 8-byte stores that wrote them had landed (a failed
-    /// store-to-load forwarding, half the time of a chain's `add_callback`).
-    /// The callback is made after the slot is found, too: made before, it
-    /// was saved to the stack around the (rare) call that makes room.
+    /// The slot at the back, already counted as queued.
+    ///
+    /// # Safety
+    /// The caller writes a link to it (without reading or dropping what is
+    /// there) before anything else uses the queue.
     #[inline(always)]
-    pub(crate) fn push_call(
-        &mut self,
-        step: impl StepFn + 'static,
-        at: &'static Location<'static>,
-    ) {
-        let slot = self.vacant();
-        let f = Callback::new(step);
-        // SAFETY: `vacant` hands out a slot to write at once (see there).
-        unsafe { slot.write(Link::Call(f, at)) };
-    }
-
-    /// The slot at the back, already counted as queued: the caller must
-    /// write a link to it (without reading or dropping what is there) before
-    /// anything else uses the queue.
-    #[inline(always)]
-    fn vacant(&mut self) -> *mut Link {
+    pub(crate) unsafe fn vacant(&mut self) -> *mut T {
         if self.len == self.cap {
             self.make_room();
         }
@@ -166,10 +154,10 @@ impl Links {
         } else {
             let cap = (self.cap as usize * 2).max(FIRST_SPILL);
             let cap32 = u32::try_from(cap).expect("a Deferred with 2^31 links queued");
-            let layout = block_layout(cap);
-            // SAFETY: `layout` has a non-zero size (a `Link` is not
-            // zero-sized, `cap` is at least `FIRST_SPILL`).
-            let block = unsafe { alloc(layout) }.cast::<Link>();
+            let layout = block_layout::<T>(cap);
+            // SAFETY: `layout` has a non-zero size (`Links` is used only for
+            // non-zero-sized `T`, checked below; `cap` is at least `FIRST_SPILL`).
+            let block = unsafe { alloc(layout) }.cast::<T>();
             if block.is_null() {
                 handle_alloc_error(layout);
             }
@@ -197,7 +185,7 @@ impl Links {
         if self.cap as usize > INLINE_LINKS {
             // SAFETY: a block of `cap > INLINE_LINKS` slots was allocated
             // by `make_room` with `block_layout(cap)`.
-            unsafe { dealloc(self.base.cast::<u8>(), block_layout(self.cap as usize)) };
+            unsafe { dealloc(self.base.cast::<u8>(), block_layout::<T>(self.cap as usize)) };
         }
     }
 
@@ -212,7 +200,7 @@ impl Links {
     }
 
     #[inline]
-    pub(crate) fn pop_front(&mut self) -> Option<Link> {
+    pub(crate) fn pop_front(&mut self) -> Option<T> {
         if self.head == self.len {
             return None;
         }
@@ -223,39 +211,35 @@ impl Links {
         Some(link)
     }
 
-    /// Pops the next link if it is a user callback. Always inlined: it is
-    /// the per-step read of the runner.
+    /// The link at the front, if any: for a reader that moves part of it out
+    /// and then calls [`Links::forget_front`].
     #[inline(always)]
-    pub(crate) fn pop_call(&mut self) -> Option<(Callback, &'static Location<'static>)> {
-        if self.head == self.len {
-            return None;
-        }
-        let slot = self.slot(self.head);
-        // SAFETY: slot `head < len` is initialised. Its callback is moved
-        // out once and the slot counted as read at once, so the link is
-        // neither dropped twice nor leaked (a `Call` owns nothing else).
-        let out = unsafe {
-            let Link::Call(f, at) = &*slot else {
-                return None;
-            };
-            (ptr::read(f), *at)
-        };
-        self.advance();
-        Some(out)
+    pub(crate) fn front(&self) -> Option<*mut T> {
+        (self.head != self.len).then(|| self.slot(self.head))
     }
 
-    /// Whether any queued link points to another node.
-    pub(crate) fn has_node_links(&self) -> bool {
+    /// Counts the front link as read without dropping it.
+    ///
+    /// # Safety
+    /// The queue is not empty, and what the front link owns was moved out
+    /// (by the caller, through [`Links::front`]) or is meant to be leaked.
+    #[inline(always)]
+    pub(crate) unsafe fn forget_front(&mut self) {
+        debug_assert!(self.head != self.len);
+        self.advance();
+    }
+
+    /// Whether any queued link satisfies `f`.
+    pub(crate) fn any(&self, f: impl Fn(&T) -> bool) -> bool {
         (self.head..self.len).any(|i| {
             // SAFETY: slots `head..len` are initialised (`base` is set, as
             // `len > 0`).
-            let link = unsafe { &*self.base.add(i as usize) };
-            matches!(link, Link::Continue(_) | Link::Forward(..))
+            f(unsafe { &*self.base.add(i as usize) })
         })
     }
 
     /// Removes and returns every queued link, in order.
-    pub(crate) fn take_all(&mut self) -> impl Iterator<Item = Link> {
+    pub(crate) fn take_all(&mut self) -> impl Iterator<Item = T> {
         let mut out = Vec::with_capacity((self.len - self.head) as usize);
         while let Some(link) = self.pop_front() {
             out.push(link);
@@ -266,11 +250,12 @@ impl Links {
 
 /// The layout of a heap block of `cap` slots, for its allocation and its
 /// free alike.
-fn block_layout(cap: usize) -> Layout {
-    Layout::array::<Link>(cap).expect("link block size")
+fn block_layout<T>(cap: usize) -> Layout {
+    const { assert!(size_of::<T>() > 0, "Links of a zero-sized type") };
+    Layout::array::<T>(cap).expect("link block size")
 }
 
-impl Drop for Links {
+impl<T> Drop for Links<T> {
     fn drop(&mut self) {
         while let Some(link) = self.pop_front() {
             drop(link);
@@ -283,24 +268,16 @@ impl Drop for Links {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deferred::node::{Callback, Node, Outcome, Value};
-    use std::panic::Location;
+
+    /// A queued item that owns memory (as a link does).
+    struct Link(Box<u64>);
 
     fn call(k: u64) -> Link {
-        Link::Call(
-            Callback::new(move |_| Outcome::Done(Ok(Value::new(k)))),
-            Location::caller(),
-        )
+        Link(Box::new(k))
     }
 
     fn tag(l: Link) -> u64 {
-        let Link::Call(f, _) = l else { unreachable!() };
-        let mut slot = Outcome::Done(Ok(Value::new(())));
-        f.run(&mut slot);
-        match slot {
-            Outcome::Done(Ok(v)) => v.take::<u64>(),
-            _ => unreachable!(),
-        }
+        *l.0
     }
 
     #[test]
@@ -378,49 +355,6 @@ mod tests {
         assert_eq!((q.cap, q.base), (cap, block));
     }
 
-    /// The rewind forgets the read slots without visiting
-    /// them: every link is still dropped exactly once, whether it was read,
-    /// refilled after the rewind, or left queued when the queue is dropped.
-    #[test]
-    fn links_drop_once_across_rewinds() {
-        use std::cell::Cell;
-        use std::rc::Rc;
-        struct Counted(Rc<Cell<u32>>);
-        impl Drop for Counted {
-            fn drop(&mut self) {
-                self.0.set(self.0.get() + 1);
-            }
-        }
-        let drops = Rc::new(Cell::new(0));
-        let counted = |d: &Rc<Cell<u32>>| {
-            let c = Counted(d.clone());
-            Link::Call(
-                Callback::new(move |r| {
-                    let _keep = &c;
-                    Outcome::Done(r)
-                }),
-                Location::caller(),
-            )
-        };
-        let mut q = Links::new();
-        for _ in 0..10 {
-            q.push_back(counted(&drops));
-        }
-        for k in 0..10 {
-            let (f, _) = q.pop_call().expect("a callback");
-            drop(f);
-            assert_eq!(drops.get(), k + 1);
-        }
-        assert_eq!((q.head, q.len), (0, 0));
-        for _ in 0..7 {
-            q.push_back(counted(&drops));
-        }
-        q.pop_front();
-        assert_eq!(drops.get(), 11);
-        drop(q);
-        assert_eq!(drops.get(), 17);
-    }
-
     #[test]
     fn mixed_pushes_and_pops_keep_fifo_order() {
         let mut q = Links::new();
@@ -447,22 +381,6 @@ mod tests {
             want += 1;
         }
         assert_eq!(want, next);
-        assert!(q.is_empty());
-    }
-
-    #[test]
-    fn node_links_are_found_and_taken_in_order() {
-        let mut q = Links::new();
-        q.push_back(call(1));
-        assert!(!q.has_node_links());
-        let n = Node::new_ref(Location::caller());
-        q.push_back(Link::Continue(n.clone()));
-        q.push_back(call(2));
-        assert!(q.has_node_links());
-        assert_eq!(tag(q.pop_front().unwrap()), 1);
-        let all: Vec<Link> = q.take_all().collect();
-        assert_eq!(all.len(), 2);
-        assert!(matches!(&all[0], Link::Continue(x) if std::rc::Rc::ptr_eq(x, &n)));
         assert!(q.is_empty());
     }
 }

@@ -311,7 +311,7 @@ fn gather_ready<T: 'static>(inputs: Vec<Deferred<T>>) -> Deferred<Vec<T>> {
             other => {
                 let node = other.into_node();
                 let at = node.borrow().created_at();
-                let r = super::node::take_result(&node).expect("every input is ready");
+                let r = super::run::take_result(&node).expect("every input is ready");
                 (r, at)
             }
         };

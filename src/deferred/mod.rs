@@ -93,20 +93,21 @@ pub use queue::DeferredQueue;
 pub use resolver::Resolver;
 pub use retry::{retry, Backoff, GaveUp, GiveUpReason, Jitter, RetryPolicy};
 pub use scope::{scope, scope_collect_all, Scope, ScopeEnded, ScopeFailed};
-pub use steps::IntoStep;
+pub use steps::{maybe_deferred, IntoStep};
 pub use task::{defer_later, LoopingCall};
 pub use unhandled::{set_unhandled_failure_hook, UnhandledFailure, UnhandledFailureHook};
 
 use crate::Failure;
-pub(crate) use node::Spare;
+pub(crate) use cancel::{cancel_weak, CancelHandle};
 use node::{Node, NodeRef, Res, StepFn, Value, WeakNode};
 use repr::Repr;
+pub(crate) use spare::Spare;
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
-use std::panic::{catch_unwind, AssertUnwindSafe, Location};
+use std::panic::Location;
 use std::rc::Rc;
-use steps::{Map, OnBoth, OnEither, OnFailure, OnValue, Step};
+use steps::{Map, OnBoth, OnEither, OnFailure, OnValue};
 
 /// A result that isn't available yet, and the chain of callbacks that will
 /// process it.
@@ -273,17 +274,17 @@ impl<T: 'static> Deferred<T> {
     #[track_caller]
     #[inline]
     pub fn new() -> (Deferred<T>, Resolver<T>) {
-        Deferred::new_in(node::pooled())
+        Deferred::new_in(spare::pooled())
     }
 
     /// Like [`new`](Self::new), in `spare`'s storage if there is one (a
     /// node done with, see `Resolver::into_spare`): no allocation then.
     #[track_caller]
     #[inline]
-    pub(crate) fn new_in(spare: Option<node::Spare>) -> (Deferred<T>, Resolver<T>) {
+    pub(crate) fn new_in(spare: Option<Spare>) -> (Deferred<T>, Resolver<T>) {
         let at = Location::caller();
         let node = match spare {
-            Some(node::Spare(node)) => {
+            Some(Spare(node)) => {
                 let mut n = node.borrow_mut();
                 n.created_at = at;
                 n.resolvers = 1;
@@ -387,7 +388,7 @@ impl<T: 'static> Deferred<T> {
     /// Stops the chain from running until a matching [`unpause`](Self::unpause);
     /// pauses nest (a counter).
     pub fn pause(&self) {
-        node::pause(&self.node());
+        run::pause(&self.node());
     }
 
     /// Undoes one [`pause`](Self::pause); at zero, a fired chain resumes now.
@@ -395,7 +396,7 @@ impl<T: 'static> Deferred<T> {
     /// # Errors
     /// [`NotPaused`] if the Deferred is not paused (the count stays at zero).
     pub fn unpause(&self) -> Result<(), NotPaused> {
-        if node::unpause(&self.node()) {
+        if run::unpause(&self.node()) {
             Ok(())
         } else {
             Err(NotPaused)
@@ -416,7 +417,7 @@ impl<T: 'static> Deferred<T> {
     pub fn cancel(&self) {
         // A bare result has fired and waits on nothing: nothing to cancel.
         if self.peek(|r| matches!(r, Repr::Node(_))) {
-            node::cancel(&self.node());
+            cancel::cancel(&self.node());
         }
     }
 
@@ -429,7 +430,7 @@ impl<T: 'static> Deferred<T> {
     /// `chain_deferred` links runs at constant stack depth.
     #[track_caller]
     pub fn chain_deferred(self, target: &Resolver<T>) {
-        node::forward(
+        run::forward(
             &self.take_repr().into_node(),
             &target.node,
             Location::caller(),
@@ -464,7 +465,7 @@ impl<T: 'static> Deferred<T> {
     /// The Deferred itself, when it has no result to give yet.
     pub fn result(self) -> Result<Result<T, Failure>, Deferred<T>> {
         match self.take_repr() {
-            Repr::Node(node) => match node::take_result(&node) {
+            Repr::Node(node) => match run::take_result(&node) {
                 Some(r) => Ok(r.map(Value::take::<T>)),
                 None => Err(Deferred::from_node(node)),
             },
@@ -527,7 +528,7 @@ impl<T> Drop for Deferred<T> {
             Repr::Ready(Err(f), at) => unhandled::report(f.clone(), at),
             Repr::Node(_) => {
                 if let Repr::Node(node) = self.repr.take() {
-                    node::recycle(node);
+                    spare::recycle(node);
                 }
             }
             _ => {}
@@ -571,26 +572,6 @@ impl<T> fmt::Debug for Deferred<T> {
     }
 }
 
-/// Cancels a Deferred through a weak reference (internal: timers, lists).
-#[derive(Clone)]
-pub(crate) struct CancelHandle(WeakNode);
-
-impl CancelHandle {
-    #[track_caller]
-    pub(crate) fn cancel(&self) {
-        if let Some(n) = self.0.upgrade() {
-            node::cancel(&n);
-        }
-    }
-}
-
-#[track_caller]
-pub(crate) fn cancel_weak(w: &WeakNode) {
-    if let Some(n) = w.upgrade() {
-        node::cancel(&n);
-    }
-}
-
 /// A Deferred that has already fired with `v` (Twisted's `succeed`).
 #[track_caller]
 pub fn succeed<T: 'static>(v: T) -> Deferred<T> {
@@ -602,20 +583,4 @@ pub fn succeed<T: 'static>(v: T) -> Deferred<T> {
 #[track_caller]
 pub fn fail<T: 'static>(f: impl Into<Failure>) -> Deferred<T> {
     Deferred::ready(Err(f.into()), Location::caller())
-}
-
-/// Calls `f` now and makes its outcome a Deferred (Twisted's `maybeDeferred`):
-/// `Ok(v)` → `succeed(v)`, `Err(f)` → `fail(f)` (the same failure), a returned
-/// `Deferred` → that same Deferred, a panic → a failed Deferred whose failure
-/// origin is the caller.
-#[track_caller]
-pub fn maybe_deferred<R: IntoStep>(f: impl FnOnce() -> R) -> Deferred<R::Output> {
-    let at = Location::caller();
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => match r.into_step() {
-            Step::Ready(r) => Deferred::ready(r.map(Value::new), at),
-            Step::Chain(d) => d,
-        },
-        Err(p) => Deferred::ready(Err(Failure::from_panic(p, at)), at),
-    }
 }

@@ -1,38 +1,30 @@
 //! The untyped core of a Deferred: one `Node` per chain, shared by the typed
 //! `Deferred<T>` and `Resolver<T>` handles.
 //!
-//! Owns `Node`, `Link`, `Outcome` and the functions that fire, add to, pause,
-//! cancel and drop nodes. Beside it: the value a step carries (`value.rs`),
-//! the link queue (`links.rs`) and the runner (`run.rs`). The typed layer
-//! (`mod.rs`) guarantees that every `Value` is taken out as the type it was put
-//! in. Tests: below (invariants) and tests/deferred_*.rs (behaviour).
+//! Owns `Node`, `Link`, `Outcome`, `Next`, the link-aware operations on a
+//! node's queue (the in-place push of a callback, the pop of one) and the
+//! drop of nodes. Beside it: the value a step carries (`value.rs`), the link
+//! queue (`links.rs`, which knows nothing of links); above it: what fires, adds
+//! to, pauses and runs a node (`run.rs`), cancellation (`cancel.rs`) and the
+//! registry (`registry.rs`, which hears of each new node through
+//! [`set_on_new_node`]). The typed layer (`mod.rs`) guarantees that every
+//! `Value` is taken out as the type it was put in. Tests: below (the queue of
+//! links), in `run.rs` (invariants) and tests/deferred_*.rs (behaviour).
 //!
-//! Rules kept here:
+//! Rules kept here and in `run.rs`:
 //! - the `RefCell` is never borrowed while user code runs: a link and the result
 //!   are taken out, the borrow released, the callback called, the node re-borrowed;
-//! - running is iterative (see [`run`]), so neither deep waiting chains, nor
+//! - running is iterative (see `run.rs`), so neither deep waiting chains, nor
 //!   `chain_deferred` chains, nor their drops, grow the native stack.
-//!
-//! The hot path, and why it looks the way it does (each measured with
-//! callgrind): `fire` runs the callbacks at the head of a chain itself
-//! ([`run_calls`]), and [`run`] only takes over for CONTINUE/FORWARD links; a
-//! callback added to a fired, idle node runs at once without a link
-//! ([`add_call`]). Between consecutive callbacks the result stays in one local
-//! slot (`Outcome`) that each callback reads its input from and writes its
-//! outcome to; the node holds no result meanwhile and is marked running, so
-//! nobody can tell. Code on that path has no panicking branch while it owns a
-//! value: a cleanup pad would pin the value to the stack (see `Value::take`).
 
-pub(crate) use super::callback::Callback;
-pub(crate) use super::cancel::{add_resolver, cancel, drop_resolver};
+use super::callback::RunIn;
 use super::errors::AlreadyCalled;
 use super::links::{InlineLinks, Links};
-use super::run::{call, run, run_calls, settle, Next};
-pub(crate) use super::spare::{into_spare, pooled, recycle, release_resolver, Spare};
 pub(crate) use super::value::Value;
 use crate::Failure;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::Location;
+use std::ptr;
 use std::rc::{Rc, Weak};
 
 /// Shared handle to a node.
@@ -110,6 +102,17 @@ impl<F: FnOnce(Res) -> Outcome> StepFn for F {
     }
 }
 
+/// A queued step on a node's slot (see `callback.rs`).
+pub(crate) type Callback = super::callback::Callback<Outcome>;
+
+/// Every step runs on the node's slot.
+impl<S: StepFn> RunIn<Outcome> for S {
+    #[inline(always)]
+    fn run_in(self, slot: &mut Outcome) {
+        StepFn::run_in(self, slot);
+    }
+}
+
 /// One entry of a chain.
 pub(crate) enum Link {
     /// A user callback pair, with the place it was added (origin of its panics).
@@ -120,12 +123,40 @@ pub(crate) enum Link {
     Forward(NodeRef, &'static Location<'static>),
 }
 
+thread_local! {
+    /// Told of every node made on this thread while set: the registry's
+    /// hook (`registry::set_on`), unset while the registry is off.
+    static ON_NEW_NODE: Cell<Option<fn(&NodeRef)>> = const { Cell::new(None) };
+}
+
+/// Sets (or clears) the function told of every node made on this thread.
+pub(crate) fn set_on_new_node(f: Option<fn(&NodeRef)>) {
+    ON_NEW_NODE.with(|c| c.set(f));
+}
+
+/// The function told of every node made on this thread, if one is set.
+#[inline(always)]
+pub(crate) fn on_new_node() -> Option<fn(&NodeRef)> {
+    ON_NEW_NODE.with(Cell::get)
+}
+
+/// Where a node stands after the outcome of a callback was settled.
+#[derive(PartialEq, Eq)]
+pub(super) enum Next {
+    /// It has its result and links are queued: the runner goes on with it.
+    More,
+    /// It has its result and nothing is queued.
+    Idle,
+    /// It waits on a Deferred that a callback returned.
+    Wait,
+}
+
 /// What a `NodeRef` points to: the node, and beside it (outside its
 /// `RefCell`, see `links.rs`) the first slots of its link queue. Derefs to
 /// the node's `RefCell`.
 pub(crate) struct NodeCell {
     node: RefCell<Node>,
-    inline: InlineLinks,
+    inline: InlineLinks<Link>,
 }
 
 impl Drop for NodeCell {
@@ -148,7 +179,7 @@ impl std::ops::Deref for NodeCell {
 
 /// The state of one chain (Twisted's Deferred instance).
 pub(crate) struct Node {
-    pub(super) links: Links,
+    pub(super) links: Links<Link>,
     /// The current result; `None` before firing, while a callback runs, while
     /// waiting on an inner Deferred, or after the result was moved away.
     pub(super) result: Option<Res>,
@@ -194,8 +225,8 @@ impl Node {
         // node (field order), and holds nothing that needs a drop.
         unsafe { n.links.use_inline(&cell.inline) };
         drop(n);
-        if super::registry::on() {
-            super::registry::register(&cell);
+        if let Some(f) = on_new_node() {
+            f(&cell);
         }
         cell
     }
@@ -285,142 +316,6 @@ impl Node {
     }
 }
 
-/// Appends a link; runs the chain at once if the node has fired and is idle.
-#[inline]
-pub(crate) fn add_link(node: &NodeRef, link: Link) {
-    let mut n = node.borrow_mut();
-    n.quiet = false;
-    n.links.push_back(link);
-    let go = n.called && n.runnable();
-    drop(n);
-    if go {
-        run(node.clone());
-    }
-}
-
-/// Adds a user callback to the chain. If the node has fired and is idle (not
-/// paused, waiting or running, nothing queued), `step` runs at once, unboxed
-/// and without a link: what `add_link` followed by [`run`] would do, minus the
-/// link. Callbacks the step adds to this chain meanwhile run after it.
-#[inline]
-pub(crate) fn add_call(
-    node: &NodeRef,
-    step: impl StepFn + 'static,
-    at: &'static Location<'static>,
-) {
-    let mut n = node.borrow_mut();
-    if !n.called {
-        // A chain being built: queue only. (`quiet` is set only on a node
-        // fired at once, see `cancel::last_resolver_dropped`.)
-        n.links.push_call(step, at);
-        return;
-    }
-    n.quiet = false;
-    let go = n.runnable();
-    if !(go && n.links.is_empty()) {
-        n.links.push_call(step, at);
-        drop(n);
-        if go {
-            run(node.clone());
-        }
-        return;
-    }
-    let r = n.result.take().expect("runnable node has a result");
-    n.running = true;
-    drop(n);
-    let mut slot = Outcome::Done(r);
-    call(|slot: &mut Outcome| step.run_in(slot), &mut slot, at);
-    let mut n = node.borrow_mut();
-    n.running = false;
-    if settle(n, node, slot, at) == Next::More {
-        run(node.clone());
-    }
-}
-
-/// Fires `node` with `r`. A refused fire hands `r` back with the error (the
-/// caller decides whether to drop it or to give it to someone else).
-pub(crate) fn fire(
-    node: &NodeRef,
-    r: Res,
-    at: &'static Location<'static>,
-) -> Result<(), (AlreadyCalled, Res)> {
-    let mut n = node.borrow_mut();
-    if n.called {
-        if n.suppress_already_called {
-            n.suppress_already_called = false;
-            drop(n);
-            drop(r);
-            return Ok(());
-        }
-        let e = n.already_called(at);
-        return Err((e, r));
-    }
-    n.called = true;
-    n.fired_at = Some(at);
-    // The canceller is dropped on firing: it often holds what holds this node.
-    let canceller = n.canceller.take();
-    if n.paused == 0 {
-        if let Some((f, f_at)) = n.links.pop_call() {
-            // The usual case: callbacks at the head of the chain. Run them
-            // now, the result going straight in; the general runner only if
-            // other links follow.
-            n.running = true;
-            drop(n);
-            drop(canceller);
-            if run_calls(node, f, f_at, r) == Next::More {
-                run(node.clone());
-            }
-            return Ok(());
-        }
-    }
-    n.result = Some(r);
-    let go = n.runnable() && !n.links.is_empty();
-    drop(n);
-    drop(canceller);
-    if go {
-        run(node.clone());
-    }
-    Ok(())
-}
-
-/// `pause()`: while paused, firing and adding only store.
-pub(crate) fn pause(node: &NodeRef) {
-    let mut n = node.borrow_mut();
-    n.paused = n.paused.checked_add(1).expect("Deferred paused 2^32 times");
-}
-
-/// `unpause()`: `false` if the node was not paused (count unchanged).
-pub(crate) fn unpause(node: &NodeRef) -> bool {
-    let mut n = node.borrow_mut();
-    if n.paused == 0 {
-        return false;
-    }
-    n.paused -= 1;
-    let go = n.called && n.runnable();
-    drop(n);
-    if go {
-        run(node.clone());
-    }
-    true
-}
-
-/// Takes the final result of a fired, idle node with nothing left to run.
-#[inline]
-pub(crate) fn take_result(node: &NodeRef) -> Option<Res> {
-    let mut n = node.borrow_mut();
-    if n.is_ready() {
-        n.result.take()
-    } else {
-        None
-    }
-}
-
-/// `chain_deferred`: when `node`'s chain reaches this point, fire `target`.
-pub(crate) fn forward(node: &NodeRef, target: &NodeRef, at: &'static Location<'static>) {
-    target.borrow_mut().chained_to = Some(Rc::downgrade(node));
-    add_link(node, Link::Forward(target.clone(), at));
-}
-
 /// Reports a final failure that no callback saw (unless `quiet`).
 pub(super) fn report_unseen(
     result: &Option<Res>,
@@ -456,12 +351,58 @@ impl Drop for Node {
     }
 }
 
+/// The reads and writes of a node's queue that know what a link is.
+impl Links<Link> {
+    /// Appends a callback link: `add_callback`'s path. The link is built
+    /// after its slot is found, so it is written there from its parts: built
+    /// on the stack first and copied, its 16-byte halves were read back
+    /// before the 8-byte stores that wrote them had landed (a failed
+    /// store-to-load forwarding, half the time of a chain's `add_callback`).
+    /// The callback is made after the slot is found, too: made before, it
+    /// was saved to the stack around the (rare) call that makes room.
+    #[inline(always)]
+    pub(crate) fn push_call(
+        &mut self,
+        step: impl StepFn + 'static,
+        at: &'static Location<'static>,
+    ) {
+        // SAFETY: the slot is written at once.
+        let slot = unsafe { self.vacant() };
+        let f = Callback::new(step);
+        // SAFETY: a vacant slot, written once.
+        unsafe { slot.write(Link::Call(f, at)) };
+    }
+
+    /// Pops the next link if it is a user callback. Always inlined: it is
+    /// the per-step read of the runner.
+    #[inline(always)]
+    pub(crate) fn pop_call(&mut self) -> Option<(Callback, &'static Location<'static>)> {
+        let slot = self.front()?;
+        // SAFETY: the front slot is initialised. Its callback is moved out
+        // once and the slot counted as read at once, so the link is neither
+        // dropped twice nor leaked (a `Call` owns nothing else).
+        unsafe {
+            let Link::Call(f, at) = &*slot else {
+                return None;
+            };
+            let out = (ptr::read(f), *at);
+            self.forget_front();
+            Some(out)
+        }
+    }
+
+    /// Whether any queued link points to another node.
+    pub(crate) fn has_node_links(&self) -> bool {
+        self.any(|link| matches!(link, Link::Continue(_) | Link::Forward(..)))
+    }
+}
+
 /// The queued links, if any of them points to another node.
-fn take_links(links: &mut Links) -> Option<impl Iterator<Item = Link>> {
+fn take_links(links: &mut Links<Link>) -> Option<impl Iterator<Item = Link>> {
     links.has_node_links().then(|| links.take_all())
 }
 
-fn take_node_links(links: &mut Links, out: &mut Vec<NodeRef>) {
+fn take_node_links(links: &mut Links<Link>, out: &mut Vec<NodeRef>) {
     if let Some(links) = take_links(links) {
         collect_nodes(links, out);
     }
@@ -480,144 +421,79 @@ fn collect_nodes(links: impl Iterator<Item = Link>, out: &mut Vec<NodeRef>) {
 mod tests {
     use super::*;
 
-    fn here() -> &'static Location<'static> {
-        Location::caller()
+    fn call(k: u64) -> Link {
+        Link::Call(
+            Callback::new(move |_| Outcome::Done(Ok(Value::new(k)))),
+            Location::caller(),
+        )
     }
 
-    fn push_add(node: &NodeRef, k: u64) {
-        add_link(
-            node,
-            Link::Call(
-                Callback::new(move |r: Res| {
-                    Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + k)))
-                }),
-                here(),
-            ),
-        );
+    fn tag(l: Link) -> u64 {
+        let Link::Call(f, _) = l else { unreachable!() };
+        let mut slot = Outcome::Done(Ok(Value::new(())));
+        f.run(&mut slot);
+        match slot {
+            Outcome::Done(Ok(v)) => v.take::<u64>(),
+            _ => unreachable!(),
+        }
     }
 
-    fn call_add(node: &NodeRef, k: u64) {
-        add_call(
-            node,
-            move |r: Res| Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + k))),
-            here(),
-        );
-    }
-
+    /// The rewind forgets the read slots without visiting
+    /// them: every link is still dropped exactly once, whether it was read,
+    /// refilled after the rewind, or left queued when the queue is dropped.
     #[test]
-    fn node_is_not_borrowed_while_a_callback_runs() {
-        let node = Node::new_ref(here());
-        let n2 = node.clone();
-        // Recorded, not asserted, in the callback: the runner would turn a
-        // failed assertion there into the chain's failure.
-        let seen = Rc::new(std::cell::Cell::new(None));
-        let s = seen.clone();
-        add_link(
-            &node,
+    fn links_drop_once_across_rewinds() {
+        use std::cell::Cell;
+        use std::rc::Rc;
+        struct Counted(Rc<Cell<u32>>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() + 1);
+            }
+        }
+        let drops = Rc::new(Cell::new(0));
+        let counted = |d: &Rc<Cell<u32>>| {
+            let c = Counted(d.clone());
             Link::Call(
                 Callback::new(move |r| {
-                    let free = n2.try_borrow_mut().is_ok();
-                    s.set(Some((free, n2.borrow().running)));
+                    let _keep = &c;
                     Outcome::Done(r)
                 }),
-                here(),
-            ),
-        );
-        fire(&node, Ok(Value::new(1u64)), here()).ok().unwrap();
-        assert_eq!(seen.get(), Some((true, true)));
-        assert!(!node.borrow().running);
-        assert_eq!(take_result(&node).unwrap().ok().unwrap().take::<u64>(), 1);
-    }
-
-    #[test]
-    fn a_callback_added_to_a_fired_idle_node_runs_unqueued_and_unborrowed() {
-        let node = Node::fired(Ok(Value::new(1u64)), here());
-        let n2 = node.clone();
-        add_call(
-            &node,
-            move |r: Res| {
-                let n = n2.try_borrow_mut().expect("not borrowed while it runs");
-                assert!(n.running);
-                assert!(n.links.is_empty());
-                assert!(n.result.is_none());
-                drop(n);
-                Outcome::Done(r.map(|v| Value::new(v.take::<u64>() + 1)))
-            },
-            here(),
-        );
-        assert!(!node.borrow().running);
-        call_add(&node, 10);
-        assert_eq!(take_result(&node).unwrap().ok().unwrap().take::<u64>(), 12);
-    }
-
-    #[test]
-    fn a_callback_added_to_an_unfired_or_paused_node_is_queued() {
-        let node = Node::new_ref(here());
-        call_add(&node, 1);
-        assert_eq!(node.borrow().links.len(), 1);
-        let fired = Node::fired(Ok(Value::new(0u64)), here());
-        pause(&fired);
-        call_add(&fired, 1);
-        assert_eq!(fired.borrow().links.len(), 1);
-        assert!(unpause(&fired));
-        assert!(fired.borrow().links.is_empty());
-        assert_eq!(take_result(&fired).unwrap().ok().unwrap().take::<u64>(), 1);
-    }
-
-    #[test]
-    fn result_is_absent_while_waiting_and_pause_count_returns_to_zero() {
-        let inner = Node::new_ref(here());
-        let outer = Node::fired(Ok(Value::new(0u64)), here());
-        let i2 = inner.clone();
-        add_link(
-            &outer,
-            Link::Call(Callback::new(move |_| Outcome::Chain(i2)), here()),
-        );
-        {
-            let o = outer.borrow();
-            assert!(o.waiting);
-            assert!(o.result.is_none());
-            assert!(o.chained_to.is_some());
+                Location::caller(),
+            )
+        };
+        let mut q = Links::new();
+        for _ in 0..10 {
+            q.push_back(counted(&drops));
         }
-        assert_eq!(inner.borrow().links.len(), 1);
-        fire(&inner, Ok(Value::new(5u64)), here()).ok().unwrap();
-        let o = outer.borrow();
-        assert!(!o.waiting);
-        assert!(o.chained_to.is_none());
-        assert!(inner.borrow().result.is_none());
-        drop(o);
-        push_add(&outer, 1);
-        assert_eq!(take_result(&outer).unwrap().ok().unwrap().take::<u64>(), 6);
-    }
-
-    #[test]
-    fn unpause_at_zero_reports_and_leaves_count() {
-        let node = Node::new_ref(here());
-        assert!(!unpause(&node));
-        assert_eq!(node.borrow().paused, 0);
-        pause(&node);
-        assert!(unpause(&node));
-        assert_eq!(node.borrow().paused, 0);
-    }
-
-    #[test]
-    fn refused_fire_hands_the_result_back() {
-        let node = Node::fired(Ok(Value::new(1u64)), here());
-        let (e, r) = fire(&node, Ok(Value::new(2u64)), here()).err().unwrap();
-        assert_eq!(r.ok().unwrap().take::<u64>(), 2);
-        assert_eq!(e.created_at, node.borrow().created_at);
-    }
-
-    #[test]
-    fn dropping_a_long_forward_chain_is_iterative() {
-        let first = Node::new_ref(here());
-        let mut prev = first.clone();
-        for _ in 0..10_000 {
-            let next = Node::new_ref(here());
-            forward(&prev, &next, here());
-            prev = next;
+        for k in 0..10 {
+            let (f, _) = q.pop_call().expect("a callback");
+            drop(f);
+            assert_eq!(drops.get(), k + 1);
         }
-        drop(prev);
-        drop(first); // must not recurse 10,000 frames deep
+        assert!(q.is_rewound());
+        for _ in 0..7 {
+            q.push_back(counted(&drops));
+        }
+        q.pop_front();
+        assert_eq!(drops.get(), 11);
+        drop(q);
+        assert_eq!(drops.get(), 17);
+    }
+
+    #[test]
+    fn node_links_are_found_and_taken_in_order() {
+        let mut q = Links::new();
+        q.push_back(call(1));
+        assert!(!q.has_node_links());
+        let n = Node::new_ref(Location::caller());
+        q.push_back(Link::Continue(n.clone()));
+        q.push_back(call(2));
+        assert!(q.has_node_links());
+        assert_eq!(tag(q.pop_front().unwrap()), 1);
+        let all: Vec<Link> = q.take_all().collect();
+        assert_eq!(all.len(), 2);
+        assert!(matches!(&all[0], Link::Continue(x) if std::rc::Rc::ptr_eq(x, &n)));
+        assert!(q.is_empty());
     }
 }

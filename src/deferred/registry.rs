@@ -1,13 +1,15 @@
 //! The registry of Deferreds, for `ps` and `pstree` (see [`crate::ps`]): off
 //! by default, one per thread.
 //!
-//! Owns the switch (`on`), the side table of nodes made while it is on, the
+//! Owns the switch (`on`: whether [`register`] is the function `node.rs`
+//! calls for each node made, so the node layer never imports this one), the
+//! side table of nodes made while it is on, the
 //! tags that say what a leaf waits on ([`Wait`]), the explicit edges a list,
 //! race, scope or `map_limit` adds to its inputs, and [`Registry::pending`],
 //! which reads the table into [`PendingDeferred`]s. Tests: tests/ps_*.rs.
 //!
-//! Off, it costs one test of a thread-local `Cell<bool>` where a node is made
-//! and where a tag or edge would be recorded; nothing on the paths that run
+//! Off, it costs one test of a thread-local `Cell<Option<fn>>` where a node
+//! is made and where a tag or edge would be recorded; nothing on the paths that run
 //! or chain callbacks. A Deferred waiting on the one a callback returned, or
 //! fed by `chain_deferred`, is read from the node itself (`chained_to`) when
 //! the table is read: chaining records nothing.
@@ -17,28 +19,29 @@
 //! time it has doubled. A node the table holds weakly is not reused by the
 //! per-thread pool (see `spare.rs`): on, each `Deferred::new` allocates.
 
-use super::node::{NodeCell, NodeRef, WeakNode};
+use super::node::{self, NodeCell, NodeRef, WeakNode};
 use super::Deferred;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::panic::Location;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 thread_local! {
-    static ON: Cell<bool> = const { Cell::new(false) };
     static TABLE: RefCell<Table> = RefCell::new(Table::default());
 }
 
-/// Whether the registry records on this thread.
+/// Whether the registry records on this thread: whether it is the function
+/// told of each new node (`node::set_on_new_node`; the node layer below
+/// knows it only as that function).
 #[inline(always)]
 pub(crate) fn on() -> bool {
-    ON.with(Cell::get)
+    node::on_new_node().is_some()
 }
 
 /// Turns the registry on or off for this thread. Off drops the table.
 pub(crate) fn set_on(on: bool) {
-    ON.with(|c| c.set(on));
+    node::set_on_new_node(on.then_some(register as fn(&NodeRef)));
     if !on {
         TABLE.with(|t| *t.borrow_mut() = Table::default());
     }

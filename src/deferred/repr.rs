@@ -10,8 +10,8 @@
 //! is exactly a fired, idle node with nothing queued whose only owner is the
 //! handle (a `Resolver` or a cancel handle would need a node).
 
-use super::node::{add_call, Node, NodeRef, Outcome, Res, StepFn};
-use super::run::{call, settle};
+use super::node::{Node, NodeRef, Outcome, Res, StepFn};
+use super::run::{add_call, call, settle};
 use std::panic::Location;
 
 #[derive(Default)]

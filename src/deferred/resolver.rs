@@ -6,7 +6,8 @@
 //! tests/deferred_abandoned.rs, tests/deferred_fire_if_pending.rs.
 
 use super::errors::AlreadyCalled;
-use super::node::{self, NodeRef, Res, Value};
+use super::node::{NodeRef, Res, Value};
+use super::{cancel, run, spare};
 use crate::Failure;
 use std::fmt;
 use std::marker::PhantomData;
@@ -30,7 +31,7 @@ pub struct Resolver<T> {
 
 impl<T> Resolver<T> {
     pub(super) fn from_node(node: NodeRef, made_at: &'static Location<'static>) -> Resolver<T> {
-        node::add_resolver(&node);
+        cancel::add_resolver(&node);
         Resolver::counted(node, made_at)
     }
 
@@ -48,11 +49,11 @@ impl<T> Resolver<T> {
 impl<T> Resolver<T> {
     /// Drops this Resolver and hands back its Deferred's storage, reset, if
     /// nothing else refers to it any more and its chain has run to the end
-    /// (see `node::into_spare`): for the next `Deferred::new_in`.
-    pub(crate) fn into_spare(self) -> Option<node::Spare> {
+    /// (see `spare::into_spare`): for the next `Deferred::new_in`.
+    pub(crate) fn into_spare(self) -> Option<spare::Spare> {
         let n = NodeRef::clone(&self.node);
         drop(self);
-        node::into_spare(n)
+        spare::into_spare(n)
     }
 }
 
@@ -67,7 +68,7 @@ impl<T> Drop for Resolver<T> {
     fn drop(&mut self) {
         // SAFETY: `node` is taken once, here, and the Resolver is gone after.
         let node = unsafe { ManuallyDrop::take(&mut self.node) };
-        node::release_resolver(node, self.made_at);
+        spare::release_resolver(node, self.made_at);
     }
 }
 
@@ -117,7 +118,7 @@ impl<T: 'static> Resolver<T> {
 
     #[track_caller]
     fn fire(&self, r: Res) -> Result<(), AlreadyCalled> {
-        node::fire(&self.node, r, Location::caller()).map_err(|(e, _)| e)
+        run::fire(&self.node, r, Location::caller()).map_err(|(e, _)| e)
     }
 
     /// Fires the Deferred with `v` if it has not fired yet; `false` (and `v`
@@ -147,7 +148,7 @@ impl<T: 'static> Resolver<T> {
     /// helpers that must not lose a value, e.g. a queue).
     #[track_caller]
     pub(crate) fn try_resolve(&self, r: Result<T, Failure>) -> Result<(), Result<T, Failure>> {
-        node::fire(&self.node, r.map(Value::new), Location::caller())
+        run::fire(&self.node, r.map(Value::new), Location::caller())
             .map_err(|(_, r)| r.map(Value::take::<T>))
     }
 

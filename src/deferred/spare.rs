@@ -3,7 +3,8 @@
 //! without an allocation (the Stream's reads keep one per stream, and every
 //! thread keeps a few for `Deferred::new`).
 
-use super::node::{drop_resolver, report_unseen, Node, NodeRef, Res};
+use super::cancel::drop_resolver;
+use super::node::{report_unseen, Node, NodeRef, Res};
 use std::cell::{Cell, RefMut};
 use std::panic::Location;
 use std::rc::Rc;

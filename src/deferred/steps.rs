@@ -1,11 +1,13 @@
 //! What a callback may return (`IntoStep`, sealed) and the steps that
 //! `add_callback`, `map`, `add_errback`, `add_callbacks` and `add_both` add
-//! to a chain. Tests: through tests/deferred_chain.rs.
+//! to a chain; `maybe_deferred`, a function's outcome as a Deferred. Tests:
+//! through tests/deferred_chain.rs.
 
 use super::node::{overwrite, run_moved, Outcome, Res, StepFn, Value};
 use super::Deferred;
 use crate::Failure;
 use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 
 mod sealed {
     /// What a callback may return, as the chain runs it: implemented only
@@ -164,5 +166,21 @@ impl<T: 'static, R: IntoStep, F: FnOnce(Result<T, Failure>) -> R> StepFn for OnB
     #[inline(always)]
     fn run(self, r: Res) -> Outcome {
         outcome((self.0)(r.map(Value::take::<T>)))
+    }
+}
+
+/// Calls `f` now and makes its outcome a Deferred (Twisted's `maybeDeferred`):
+/// `Ok(v)` → `succeed(v)`, `Err(f)` → `fail(f)` (the same failure), a returned
+/// `Deferred` → that same Deferred, a panic → a failed Deferred whose failure
+/// origin is the caller.
+#[track_caller]
+pub fn maybe_deferred<R: IntoStep>(f: impl FnOnce() -> R) -> Deferred<R::Output> {
+    let at = Location::caller();
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => match r.into_step() {
+            Step::Ready(r) => Deferred::ready(r.map(Value::new), at),
+            Step::Chain(d) => d,
+        },
+        Err(p) => Deferred::ready(Err(Failure::from_panic(p, at)), at),
     }
 }

@@ -11,6 +11,49 @@ use std::any::Any;
 use std::io;
 use std::net::SocketAddr;
 
+/// The methods a stream's protocol shares with a framed one
+/// ([`FrameProtocol`](crate::net::framing::FrameProtocol)), with their
+/// defaults: written once, in both traits.
+macro_rules! stream_events {
+    () => {
+        /// The connection is up; `transport` can be stored (it is a cheap handle).
+        fn connection_made(&mut self, transport: &crate::net::Transport) {
+            let _ = transport;
+        }
+
+        /// The peer closed its side. Return `true` to keep the connection half-open
+        /// (you can still write; call `close` when done); `false` (the default)
+        /// closes it, after flushing what is buffered.
+        fn eof_received(&mut self, transport: &crate::net::Transport) -> bool {
+            let _ = transport;
+            false
+        }
+
+        /// The connection is gone: `None` after a clean close (by either side, or
+        /// [`Transport::abort`](crate::net::Transport::abort)), the failure
+        /// otherwise (a reset, a write error, a panic in this protocol,
+        /// [`Transport::abort_with`](crate::net::Transport::abort_with)'s reason).
+        fn connection_lost(
+            &mut self,
+            transport: &crate::net::Transport,
+            reason: Option<crate::Failure>,
+        ) {
+            let _ = (transport, reason);
+        }
+
+        /// The write buffer went above its high-water mark: stop producing.
+        fn pause_writing(&mut self, transport: &crate::net::Transport) {
+            let _ = transport;
+        }
+
+        /// The write buffer drained to its low-water mark: produce again.
+        fn resume_writing(&mut self, transport: &crate::net::Transport) {
+            let _ = transport;
+        }
+    };
+}
+pub(crate) use stream_events;
+
 /// The user's side of a stream connection (TCP or Unix): Twisted's and
 /// asyncio's `Protocol`.
 ///
@@ -101,38 +144,10 @@ use std::net::SocketAddr;
 /// # Ok::<(), deferloop::Error>(())
 /// ```
 pub trait Protocol: Any {
-    /// The connection is up; `transport` can be stored (it is a cheap handle).
-    fn connection_made(&mut self, transport: &Transport) {
-        let _ = transport;
-    }
-
     /// Bytes arrived. `data` borrows the loop's read buffer: copy what you keep.
     fn data_received(&mut self, transport: &Transport, data: &[u8]);
 
-    /// The peer closed its side. Return `true` to keep the connection half-open
-    /// (you can still write; call `close` when done); `false` (the default)
-    /// closes it, after flushing what is buffered.
-    fn eof_received(&mut self, transport: &Transport) -> bool {
-        let _ = transport;
-        false
-    }
-
-    /// The connection is gone: `None` after a clean close (by either side, or
-    /// [`Transport::abort`]), the failure otherwise (a reset, a write error, a
-    /// panic in this protocol, [`Transport::abort_with`]'s reason).
-    fn connection_lost(&mut self, transport: &Transport, reason: Option<Failure>) {
-        let _ = (transport, reason);
-    }
-
-    /// The write buffer went above its high-water mark: stop producing.
-    fn pause_writing(&mut self, transport: &Transport) {
-        let _ = transport;
-    }
-
-    /// The write buffer drained to its low-water mark: produce again.
-    fn resume_writing(&mut self, transport: &Transport) {
-        let _ = transport;
-    }
+    stream_events!();
 }
 
 /// The user's side of a UDP socket: asyncio's `DatagramProtocol`.

@@ -59,7 +59,6 @@ mod text;
 
 pub use crate::deferred::registry::{PendingDeferred, PendingState, Wait, WaitsOn};
 pub use crate::net::core::ss::Connection;
-pub(crate) use serve::on_turn;
 pub use serve::{default_dir, query, serve, serve_in, PsServer};
 
 use crate::deferred::registry;
@@ -76,8 +75,9 @@ pub fn enable(lp: &Loop) {
         weak.upgrade().map_or_else(Instant::now, |lp| lp.time())
     }));
     registry::set_on(true);
-    // The loop records its current callback and publishes its queues.
-    let _ = lp.monitor();
+    // The loop records its current callback and publishes its queues, and
+    // tells `serve` of each turn.
+    lp.observe_turns(serve::on_turn);
 }
 
 /// Turns the registry off for this thread and forgets what it listed.

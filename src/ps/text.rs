@@ -239,8 +239,8 @@ impl Report {
             });
             let _ = writeln!(
                 out,
-                "{} {}: {} bytes to write{paused}{idle}, opened at {}",
-                c.state, c.peer, c.write_buffered, c.opened_at
+                "{} {}: {} bytes to write{paused}{idle}, {} bytes in, {} out, opened at {}",
+                c.state, c.peer, c.write_buffered, c.bytes_in, c.bytes_out, c.opened_at
             );
         }
         out

@@ -1,7 +1,9 @@
 //! The event loop: `EventLoop` (the owner), `Loop` (the handle callbacks get),
-//! `Handle` (one scheduled call). The turn is in `turn.rs`. `Inner` holds one
-//! `RefCell` per part (ready queue, timers, I/O registry), each borrowed only
-//! for one operation and never while user code runs. Tests: tests/loop_*.rs.
+//! `Handle` (one scheduled call). The turn is in `turn.rs`; the public
+//! constructors, which read the environment for `ps`, in `src/env.rs`.
+//! `Inner` holds one `RefCell` per part (ready queue, timers, I/O registry),
+//! each borrowed only for one operation and never while user code runs.
+//! Tests: tests/loop_*.rs.
 
 mod as_clock;
 mod callback;
@@ -89,6 +91,9 @@ pub(crate) struct Inner {
     slow_callback: Cell<Duration>,
     /// Whether a monitor or watchdog watches: record the current callback.
     instrumented: Cell<bool>,
+    /// Told at the start of step 6 of each turn of an instrumented loop: set
+    /// by a layer above (`ps`) through [`Loop::observe_turns`].
+    turn_observer: Cell<Option<fn(&Loop)>>,
     last_publish: Cell<Option<Instant>>,
     turns: Cell<u64>,
     counters: stats::Counters,
@@ -160,47 +165,10 @@ thread_local! {
 }
 
 impl EventLoop {
-    /// Creates a loop with its own selector.
-    ///
-    /// Debug mode starts on if the environment variable `DEFERLOOP_DEBUG` is
-    /// set to anything but `0` or the empty string.
-    ///
-    /// # Errors
-    /// The selector or its waker could not be created (file descriptor limit).
-    pub fn new() -> std::io::Result<EventLoop> {
-        EventLoop::with_time(None)
-    }
-
-    /// Creates a loop whose time is `clock`'s: it stands still until the
-    /// test calls [`ManualClock::advance`], so `call_later` and everything
-    /// built on it (timeouts, `LoopingCall`, accept back-off, idle timeouts,
-    /// lingering closes) is tested without sleeping (Twisted's `task.Clock`,
-    /// for a whole loop).
-    ///
-    /// A turn never waits for a timer: it runs the timers due by the clock's
-    /// time, and otherwise waits only for I/O and wake-ups, as a loop with no
-    /// timers does. So advance the clock, then run a turn.
-    ///
-    /// # Examples
-    /// ```
-    /// use deferloop::{EventLoop, ManualClock};
-    /// use std::time::Duration;
-    ///
-    /// let clock = ManualClock::new();
-    /// let ev = EventLoop::with_manual_clock(clock.clone())?;
-    /// let d = deferloop::defer_later(&ev.to_loop(), Duration::from_secs(3600), || Ok(42));
-    /// clock.advance(Duration::from_secs(3600)); // an hour, at once
-    /// assert_eq!(ev.run_until(d).unwrap(), 42);
-    /// # Ok::<(), deferloop::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As for [`new`](Self::new).
-    pub fn with_manual_clock(clock: ManualClock) -> std::io::Result<EventLoop> {
-        EventLoop::with_time(Some(clock))
-    }
-
-    fn with_time(manual: Option<ManualClock>) -> std::io::Result<EventLoop> {
+    /// A new loop, before the layers above the reactor have looked at the
+    /// environment: the public constructors (`new`, `with_manual_clock`) are
+    /// in `src/env.rs`, above `ps`, which they may switch on.
+    pub(crate) fn with_time(manual: Option<ManualClock>) -> std::io::Result<EventLoop> {
         let poll = mio::Poll::new()?;
         let poll_fd = poll.as_raw_fd();
         let waker = mio::Waker::new(poll.registry(), WAKER)?;
@@ -227,6 +195,7 @@ impl EventLoop {
             debug: Cell::new(debug),
             slow_callback: Cell::new(DEFAULT_SLOW_CALLBACK),
             instrumented: Cell::new(false),
+            turn_observer: Cell::new(None),
             last_publish: Cell::new(None),
             turns: Cell::new(0),
             counters: stats::Counters::default(),
@@ -239,7 +208,6 @@ impl EventLoop {
                 inner: Rc::new(inner),
             },
         };
-        crate::ps::from_env(&ev);
         Ok(ev)
     }
 
@@ -446,6 +414,16 @@ impl Loop {
         Monitor {
             shared: self.inner.shared.clone(),
         }
+    }
+
+    /// Calls `observe` at the start of step 6 of every turn from now on, and
+    /// turns on the monitor's bookkeeping (as [`monitor`](Self::monitor)
+    /// does): how `ps` publishes its report without the reactor knowing it.
+    /// A loop nobody instruments pays nothing for it: the test sits behind
+    /// the branch on `instrumented` each turn already takes.
+    pub(crate) fn observe_turns(&self, observe: fn(&Loop)) {
+        self.inner.turn_observer.set(Some(observe));
+        self.inner.instrument();
     }
 
     /// The monitor's snapshot, published now (for `ps`, on the loop's thread).

@@ -160,7 +160,9 @@ impl Inner {
     fn run_ready(&self, lp: &Loop) {
         if self.instrumented.get() {
             self.publish();
-            crate::ps::on_turn(lp);
+            if let Some(observe) = self.turn_observer.get() {
+                observe(lp);
+            }
         }
         let n = self.ready.borrow().len();
         for _ in 0..n {

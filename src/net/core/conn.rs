@@ -1,6 +1,7 @@
-//! The connection core's state and source: one source type for TCP, Unix,
+//! The connection core's source: one source type for TCP, Unix,
 //! pipe and in-memory connections, whatever their [`Wire`]. Owns `Conn`,
-//! `ConnState`, the write path and connecting; the dispatch is `dispatch.rs`.
+//! the write path and connecting; its state is `state.rs`, the dispatch
+//! `dispatch.rs`.
 //!
 //! Readiness: a connection is registered once, for reading *and* writing,
 //! edge-triggered. It keeps "readable" and "writable" flags and clears them
@@ -16,117 +17,22 @@
 //! the others. Tests: tests/net_*.rs.
 
 use crate::deferred::LoopClosed;
-use crate::net::core::buffer::WriteBuf;
 use crate::net::core::io::Wire;
+use crate::net::core::ss;
+use crate::net::core::state::ConnState;
 use crate::net::core::{self, Phase, WeakConn};
 use crate::net::{ConnectFailed, Connection, Limits, Protocol, SockAddr, Transport};
 use crate::reactor::{Ready, Source, SourceKey, WeakLoop};
-use crate::{fail, Deferred, Error, Failure, Handle, Loop, Resolver};
+use crate::{fail, Deferred, Error, Failure, Loop};
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
 use std::io::{self, IoSlice};
 use std::panic::Location;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Writes of at least this many bytes are never held back to be coalesced.
 const COALESCE_BELOW: usize = 4096;
-
-/// The state of one stream connection. Borrowed only while no user code runs.
-pub(crate) struct ConnState {
-    pub(crate) io: Option<Box<dyn Wire>>,
-    pub(crate) phase: Phase,
-    /// While connecting: the Deferred to fire, and what errors name as the
-    /// destination (an address, or the host name being connected to).
-    pub(crate) connect: Option<(Option<Resolver<Transport>>, String)>,
-    pub(crate) wbuf: WriteBuf,
-    pub(crate) read_ready: bool,
-    /// The peer's FIN (or a hang-up) was signalled: read until end-of-file,
-    /// even after a short read.
-    pub(crate) read_closed: bool,
-    pub(crate) write_ready: bool,
-    /// Bytes written since the socket last refused a write (over TLS: since
-    /// it last refused the layer's records): how far the peer has shown it
-    /// keeps up, what lets a read take more than the high-water mark allows
-    /// (see `dispatch::read`). Zero after a refusal.
-    pub(crate) took: usize,
-    pub(crate) reading_paused: bool,
-    /// A framer's own pause (`Transport::hold_reading`), apart from the
-    /// protocol's: neither undoes the other.
-    pub(crate) held: bool,
-    /// Keep reading while writing is paused (off: backpressure by default).
-    pub(crate) read_while_write_paused: bool,
-    pub(crate) eof_received: bool,
-    pub(crate) eof_requested: bool,
-    pub(crate) eof_written: bool,
-    /// `connection_made` was called, so `connection_lost` is owed.
-    pub(crate) made: bool,
-    pub(crate) dropped_writes: u64,
-    /// The turn of the last write made straight to the socket: later writes
-    /// in the same turn are coalesced in the buffer.
-    pub(crate) direct_turn: u64,
-    pub(crate) cap: usize,
-    /// Bytes one dispatch reads at most (`Limits::read_budget`).
-    pub(crate) read_budget: usize,
-    pub(crate) linger: Duration,
-    pub(crate) linger_timer: Option<Handle>,
-    /// Fails the connect if it is not up in time.
-    pub(crate) connect_timer: Option<Handle>,
-    /// The protocol asked for a `data_received` with no new bytes.
-    pub(crate) redeliver: bool,
-    /// Abort after this long without data (Twisted's `TimeoutMixin`).
-    pub(crate) idle_timeout: Option<Duration>,
-    pub(crate) idle_timer: Option<Handle>,
-    /// When data last arrived (only kept while an idle timeout is set).
-    pub(crate) last_read: Instant,
-    /// Abort when the peer takes none of the waiting output for this long.
-    pub(crate) write_timeout: Option<Duration>,
-    pub(crate) write_timer: Option<Handle>,
-    /// Since when output has waited on a socket that said `WouldBlock` (and
-    /// gave no writable edge since): see `deadlines.rs`.
-    pub(crate) stalled_since: Option<Instant>,
-    /// What the layer had sent when the stall began (`Wire::layer_sent`):
-    /// it also sends outside the core's flush (a write, an EOF, a read).
-    pub(crate) stall_sent: Option<u64>,
-    /// `close()` called while connecting: the reason, to close with once up.
-    pub(crate) close_when_up: Option<Option<Failure>>,
-}
-
-impl ConnState {
-    pub(crate) fn can_read(&self) -> bool {
-        matches!(self.phase, Phase::Open)
-            && self.read_ready
-            && !self.reading_paused
-            && !self.held
-            && !self.eof_received
-            && (!self.wbuf.flow.is_paused() || self.read_while_write_paused)
-            && self.io.is_some()
-    }
-
-    /// Whether output waits: in the buffer, or a layer's own.
-    pub(crate) fn has_output(&self) -> bool {
-        !self.wbuf.is_empty() || self.layer_pending()
-    }
-
-    /// A layer (TLS) has output of its own: records the socket refused, or
-    /// its close_notify.
-    pub(crate) fn layer_pending(&self) -> bool {
-        self.io.as_ref().is_some_and(|io| io.has_pending())
-    }
-
-    pub(crate) fn accepts_writes(&self) -> bool {
-        matches!(self.phase, Phase::Open | Phase::Connecting) && !self.eof_requested
-    }
-
-    /// Whether a dispatch would have work to do right now.
-    pub(crate) fn wants_dispatch(&self) -> bool {
-        self.can_read()
-            || (self.redeliver && matches!(self.phase, Phase::Open))
-            || matches!(self.phase, Phase::Closed(_))
-            || (self.phase.is_open() && self.wbuf.flow.has_note())
-            || (self.write_ready && self.io.is_some() && self.has_output())
-    }
-}
 
 /// What a discarded connection leaves, to be dropped outside any borrow.
 pub(crate) type Garbage = (Option<Box<dyn Protocol>>, Option<Rc<dyn Source>>);
@@ -134,19 +40,19 @@ pub(crate) type Garbage = (Option<Box<dyn Protocol>>, Option<Rc<dyn Source>>);
 /// One stream connection: a source in the loop's registry, reached by its
 /// [`Transport`]s through a `Weak`.
 pub(crate) struct Conn {
-    pub(crate) lp: WeakLoop,
-    pub(crate) key: SourceKey,
-    pub(crate) at: &'static Location<'static>,
-    pub(crate) st: RefCell<ConnState>,
+    pub(super) lp: WeakLoop,
+    pub(super) key: SourceKey,
+    pub(super) at: &'static Location<'static>,
+    pub(super) st: RefCell<ConnState>,
     /// The user's protocol; `None` while one of its methods runs, and after
     /// `connection_lost`.
-    pub(crate) proto: RefCell<Option<Box<dyn Protocol>>>,
+    pub(super) proto: RefCell<Option<Box<dyn Protocol>>>,
     /// Set while this connection's dispatch runs: what its protocol causes
     /// meanwhile is picked up before the dispatch ends.
-    pub(crate) dispatching: Cell<bool>,
+    pub(super) dispatching: Cell<bool>,
     /// Run once when the connection has left the registry (a listener
     /// counting its connections).
-    pub(crate) on_lost: RefCell<Option<Box<dyn FnOnce()>>>,
+    pub(super) on_lost: RefCell<Option<Box<dyn FnOnce()>>>,
 }
 
 impl Conn {
@@ -158,64 +64,22 @@ impl Conn {
         connect: Option<String>,
         at: &'static Location<'static>,
     ) -> Result<Rc<Conn>, Error> {
-        let mut made = None;
-        let key = lp.insert_source(at, |key, r| {
+        let conn = core::enter(lp, at, |key, r| {
             io.register(r, key.token())?;
             let fd = io.fd();
-            let conn = Rc::new(Conn {
+            let conn = Conn {
                 lp: lp.downgrade(),
                 key,
                 at,
-                st: RefCell::new(ConnState {
-                    io: Some(io),
-                    phase: if connect.is_some() {
-                        Phase::Connecting
-                    } else {
-                        Phase::Open
-                    },
-                    connect: connect.map(|to| (None, to)),
-                    wbuf: WriteBuf::default(),
-                    read_ready: false,
-                    read_closed: false,
-                    write_ready: false,
-                    took: 0,
-                    reading_paused: false,
-                    held: false,
-                    read_while_write_paused: false,
-                    eof_received: false,
-                    eof_requested: false,
-                    eof_written: false,
-                    made: false,
-                    dropped_writes: 0,
-                    direct_turn: u64::MAX,
-                    cap: Limits::DEFAULT.write_buffer_cap,
-                    read_budget: Limits::DEFAULT.read_budget,
-                    linger: Limits::DEFAULT.linger,
-                    linger_timer: None,
-                    close_when_up: None,
-                    redeliver: false,
-                    connect_timer: None,
-                    idle_timeout: None,
-                    idle_timer: None,
-                    last_read: Instant::now(),
-                    write_timeout: Limits::DEFAULT.write_timeout,
-                    write_timer: None,
-                    stalled_since: None,
-                    stall_sent: None,
-                }),
+                st: RefCell::new(ConnState::new(io, connect)),
                 proto: RefCell::new(Some(proto)),
                 dispatching: Cell::new(false),
                 on_lost: RefCell::new(None),
-            });
-            made = Some((conn.clone(), fd));
-            Ok(conn as Rc<dyn Source>)
+            };
+            Ok((conn, fd))
         })?;
-        let (conn, fd) = made.expect("built");
-        super::ss::track(&conn);
+        ss::track(&conn);
         lp.counters().conn_opened();
-        if let Some(fd) = fd {
-            lp.claim_fd(fd, key);
-        }
         Ok(conn)
     }
 
@@ -321,7 +185,7 @@ impl Conn {
         if !st.accepts_writes() {
             st.dropped_writes += 1;
             if st.dropped_writes == 1 {
-                log::warn!(peer:% = super::dispatch::peer_of(st), conn_at:% = self.at, bytes = total;
+                log::warn!(peer:% = st.peer(), conn_at:% = self.at, bytes = total;
                     "deferloop: write of {total} bytes to a closing or closed transport ignored");
             }
             return;
@@ -338,11 +202,12 @@ impl Conn {
                 Ok(n) => {
                     written = n;
                     lp.counters().sent(n);
+                    st.bytes_out += n as u64;
                 }
                 Err(e) => return self.close_now(lp, st, Some(Failure::new(e))),
             }
             // A layer may take it all and the socket refuse its records.
-            let refused = written < total || io.has_pending();
+            let refused = written < total || io.output().pending;
             if written < total {
                 st.write_ready = false;
             }
@@ -366,7 +231,7 @@ impl Conn {
         }
         if st.wbuf.len() > st.cap {
             let e = crate::net::WriteBufferFull { cap: st.cap };
-            log::warn!(peer:% = super::dispatch::peer_of(st), conn_at:% = self.at, cap = st.cap;
+            log::warn!(peer:% = st.peer(), conn_at:% = self.at, cap = st.cap;
                 "deferloop: {e}; connection aborted");
             return self.close_now(lp, st, Some(Failure::new(e)));
         }
@@ -393,6 +258,7 @@ impl Conn {
                 Ok(0) => break Err(io::Error::from(io::ErrorKind::WriteZero)),
                 Ok(n) => {
                     lp.counters().sent(n);
+                    st.bytes_out += n as u64;
                     st.wbuf.consume(n);
                     st.took = st.took.saturating_add(n);
                 }
@@ -405,7 +271,7 @@ impl Conn {
                 Err(e) => break Err(e),
             }
         };
-        if io.has_pending() {
+        if io.output().pending {
             st.took = 0;
         }
         match r {
@@ -414,19 +280,17 @@ impl Conn {
         }
     }
 
-    /// A layer's own output (TLS records) goes before what is buffered; a
-    /// layer may also become writable without a socket edge (its handshake
-    /// done). Returns whether the buffer may be flushed now. (Hook: a plain
-    /// socket has neither, see `Wire::has_pending`.)
+    /// A layer's own output (TLS records) goes before what is buffered.
+    /// Returns whether the buffer may be flushed now. (A plain socket has
+    /// none: see `Wire::output`.)
     fn flush_layer(&self, lp: &Loop, st: &mut ConnState) -> bool {
         let Some(io) = st.io.as_mut() else {
             return true;
         };
-        st.write_ready |= io.take_writable();
-        if !st.write_ready || !io.has_pending() {
+        if !st.write_ready || !io.output().pending {
             return true;
         }
-        match io.flush_pending() {
+        match io.flush_output(false) {
             Ok(true) => {
                 if st.wbuf.is_empty() {
                     self.after_drain(lp, st);
@@ -465,7 +329,7 @@ impl Conn {
         }
         if matches!(st.phase, Phase::Closing(_)) {
             // A layer's last words (TLS: close_notify) go out first.
-            match st.io.as_mut().map_or(Ok(true), |io| io.finish_close()) {
+            match st.io.as_mut().map_or(Ok(true), |io| io.flush_output(true)) {
                 Ok(true) => {}
                 Ok(false) => {
                     st.write_ready = false;
@@ -508,6 +372,16 @@ impl Conn {
         }
     }
 
+    /// The rule every borrow of the state keeps: none is held while user
+    /// code runs. Checked (in debug builds) before each protocol method; a
+    /// user's call back into its transport would otherwise meet a borrow.
+    pub(super) fn assert_unborrowed(&self) {
+        debug_assert!(
+            self.st.try_borrow_mut().is_ok(),
+            "a protocol method called with the connection's state borrowed"
+        );
+    }
+
     /// Calls one protocol method, containing a panic: it is reported and the
     /// connection is aborted with it. Returns whether the call returned.
     pub(crate) fn call(
@@ -516,6 +390,7 @@ impl Conn {
         proto: &mut Box<dyn Protocol>,
         f: impl FnOnce(&mut dyn Protocol),
     ) -> bool {
+        self.assert_unborrowed();
         let message = "Exception in protocol callback";
         match core::contain(lp, self.at, message, || f(&mut **proto)) {
             None => true,
@@ -524,6 +399,41 @@ impl Conn {
                 false
             }
         }
+    }
+}
+
+/// `ss`'s row: the state of one connection, read between turns.
+impl ss::Row for Conn {
+    fn row(&self, now: Instant) -> Option<ss::Connection> {
+        let st = self.st.try_borrow().ok()?;
+        let state = match st.phase {
+            Phase::Connecting => "connecting",
+            Phase::Open => "open",
+            Phase::Closing(_) => "closing",
+            Phase::Closed(_) => "closed",
+            Phase::Lost => return None,
+        };
+        let peer = match (&st.io, &st.connect) {
+            (_, Some((_, to))) => to.clone(),
+            // A pipe has no address: its kind stands in for one.
+            (Some(io), None) => io
+                .peer_addr()
+                .map_or_else(|_| format!("({})", io.name()), |a| a.to_string()),
+            (None, None) => "-".into(),
+        };
+        Some(ss::Connection {
+            peer,
+            state,
+            write_buffered: st.wbuf.len(),
+            bytes_in: st.bytes_in,
+            bytes_out: st.bytes_out,
+            reading_paused: st.reading_paused || st.held,
+            writing_paused: st.wbuf.flow.is_paused(),
+            idle: st
+                .idle_timeout
+                .map(|limit| (now.saturating_duration_since(st.last_read), limit)),
+            opened_at: self.at,
+        })
     }
 }
 
@@ -553,7 +463,7 @@ pub(crate) fn connect<P: Protocol>(
     let weak = Rc::downgrade(&conn);
     let (d, r) = Deferred::with_canceller(move |_| {
         if let Some(conn) = weak.upgrade() {
-            if let Some(lp) = conn.lp.upgrade() {
+            if let Some(lp) = conn.event_loop() {
                 let garbage = conn.discard(&lp);
                 drop(garbage);
             }
@@ -562,9 +472,7 @@ pub(crate) fn connect<P: Protocol>(
     d.tag_wait(|| crate::deferred::registry::Wait::Connect {
         addr: to.to_string(),
     });
-    if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
-        *resolver = Some(r);
-    }
+    conn.set_resolver(r);
     conn.set_connect_timeout(lp, Some(Limits::DEFAULT.connect_timeout));
     Connection::new(conn.transport(), d)
 }

@@ -6,7 +6,8 @@
 //! not a timer operation. Tests: tests/net_limits.rs, tests/net_tcp_close.rs,
 //! tests/net_write_timeout.rs, tests/loop_manual_clock.rs.
 
-use crate::net::core::conn::{Conn, ConnState};
+use crate::net::core::conn::Conn;
+use crate::net::core::state::ConnState;
 use crate::net::core::Phase;
 use crate::timers::later;
 use crate::{Failure, Loop};
@@ -47,17 +48,14 @@ impl Conn {
         let weak = Rc::downgrade(self);
         let timer = lp.call_later(d, move |lp| {
             let Some(conn) = weak.upgrade() else { return };
-            let connect = {
+            {
                 let mut st = conn.st.borrow_mut();
                 st.connect_timer = None;
                 if !matches!(st.phase, Phase::Connecting) {
                     return;
                 }
-                st.connect.take()
-            };
-            let garbage = conn.discard(lp);
-            drop(garbage);
-            if let Some((Some(r), to)) = connect {
+            }
+            if let Some((Some(r), to)) = conn.give_up(lp) {
                 let e = io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!("connect to {to}: no answer within {d:?}"),
@@ -215,10 +213,10 @@ impl Conn {
 }
 
 fn layer_sent(st: &ConnState) -> Option<u64> {
-    st.io.as_ref().and_then(|io| io.layer_sent())
+    st.io.as_ref().and_then(|io| io.output().sent)
 }
 
 /// Whether a layer's handshake holds the writes back (not the peer).
 fn handshaking(st: &ConnState) -> bool {
-    st.io.as_ref().is_some_and(|io| io.handshaking())
+    st.io.as_ref().is_some_and(|io| io.output().handshaking)
 }

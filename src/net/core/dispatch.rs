@@ -1,6 +1,6 @@
 //! A stream connection's dispatch (step 6): connect completion, flush,
 //! flow-control notes, reads, `connection_lost`; and what the loop's close
-//! owes it. The state and the write path are in `conn.rs`.
+//! owes it. The state is `state.rs`, the write path `conn.rs`.
 
 use crate::deferred::LoopClosed;
 use crate::net::core::buffer;
@@ -11,10 +11,6 @@ use crate::reactor::{PostAction, Ready, Source, SourceKey};
 use crate::{Error, Failure, Loop};
 use std::io;
 use std::rc::Rc;
-
-/// A read while bytes are buffered takes at least this much (and otherwise no
-/// more than what is left below the high-water mark).
-const MIN_READ: usize = 4096;
 
 impl Conn {
     /// Completes a connect: `connection_made`, then the Deferred fires.
@@ -34,11 +30,9 @@ impl Conn {
         match outcome {
             Ok(false) => false,
             Err(e) => {
-                let (resolver, to) = self.st.borrow_mut().connect.take().expect("connecting");
                 // An accepted stream that failed its handshake (TLS) is
                 // counted by its listener until this runs its `on_lost`.
-                let garbage = self.discard(lp);
-                drop(garbage);
+                let (resolver, to) = self.give_up(lp).expect("connecting");
                 match resolver {
                     Some(r) => {
                         r.errback_if_pending(ConnectFailed::wrap(&to, e));
@@ -138,58 +132,34 @@ impl Conn {
                 if !st.can_read() {
                     break;
                 }
-                // Backpressure: a read takes no more than the write side can
-                // absorb below its high-water mark, so a peer that stops
-                // reading what it is sent leaves at most about one high-water
-                // mark buffered, not a whole read budget more. What was
-                // written since the socket last refused a write shows how
-                // far the peer keeps up (or its kernel does): a read may take
-                // twice that, when that is over the mark, and at most the
-                // budget, so a message the peer took is one short read,
-                // not one per mark, as long as this thread's connections
-                // hold less than `GROWTH_ALLOWANCE` in write buffers. Peers
-                // that then stop reading pin at most that allowance beyond
-                // one mark each. A protocol that handles its own
-                // backpressure reads the full budget.
-                let limit = if st.read_while_write_paused {
-                    budget.min(core::READ_BUFFER_SIZE)
-                } else {
-                    let (_, high) = st.wbuf.flow.limits();
-                    let grown = st.took.saturating_mul(2).min(budget);
-                    let room = if grown > high
-                        && buffer::held_on_this_thread().saturating_add(grown)
-                            <= buffer::GROWTH_ALLOWANCE
-                    {
-                        grown
-                    } else {
-                        high
-                    };
-                    room.saturating_sub(st.wbuf.len())
-                        .max(MIN_READ)
-                        .min(budget)
-                        .min(core::READ_BUFFER_SIZE)
-                };
+                let limit = st.read_limit(budget, buffer::held_on_this_thread());
                 let io = st.io.as_mut().expect("a readable stream has its io");
                 match io.read(&mut buf[..limit]) {
                     Ok(0) => {
+                        st.write_ready |= io.input().writable;
                         st.read_ready = false;
                         st.eof_received = true;
                         Step::Eof
                     }
                     Ok(n) => {
                         lp.counters().received(n);
+                        st.bytes_in += n as u64;
                         // A short read emptied the socket: the next data brings
                         // a new edge. Unless the peer's FIN was signalled: its
                         // edge is spent, so read on to the end-of-file. (Or a
-                        // layer holds more: see `Wire::has_more_input`.)
-                        let spent = io.take_spent();
-                        if n < limit && !spent && !st.read_closed && !io.has_more_input() {
+                        // layer holds more, or spent its own budget: see
+                        // `Wire::input`.)
+                        let said = io.input();
+                        st.write_ready |= said.writable;
+                        if n < limit && !said.spent && !st.read_closed && !said.held {
                             st.read_ready = false;
                         }
-                        Step::Data(n, st.read_ready, spent)
+                        Step::Data(n, st.read_ready, said.spent)
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if io.take_spent() {
+                        let said = io.input();
+                        st.write_ready |= said.writable;
+                        if said.spent {
                             Step::Yield
                         } else {
                             st.read_ready = false;
@@ -277,18 +247,9 @@ impl Conn {
         proto: &mut Box<dyn Protocol>,
         reason: Option<Failure>,
     ) {
+        self.assert_unborrowed();
         let message = "Exception in protocol callback (connection_lost)";
         let _ = core::contain(lp, self.at, message, || proto.connection_lost(t, reason));
-    }
-}
-
-/// The peer of a connection, for a log record's `peer` field: its address,
-/// or while connecting the target, or `"-"`.
-pub(crate) fn peer_of(st: &super::conn::ConnState) -> String {
-    match (&st.connect, st.io.as_ref().map(|io| io.peer_addr())) {
-        (Some((_, to)), _) => to.clone(),
-        (None, Some(Ok(a))) => a.to_string(),
-        _ => "-".to_owned(),
     }
 }
 
@@ -410,7 +371,7 @@ impl Source for Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::core::io::Wire;
+    use crate::net::core::io::{Input, Wire};
     use crate::net::SockAddr;
     use crate::reactor::Ready;
     use crate::EventLoop;
@@ -419,7 +380,7 @@ mod tests {
     use std::panic::Location;
 
     /// A layer whose reads follow a script: `Some(data)`, or `None` for
-    /// "nothing yet, my budget is spent" (`take_spent`); then `WouldBlock`.
+    /// "nothing yet, my budget is spent" (`Input::spent`); then `WouldBlock`.
     struct Scripted {
         script: VecDeque<Option<&'static [u8]>>,
         spent: bool,
@@ -460,8 +421,11 @@ mod tests {
         fn name(&self) -> &'static str {
             "scripted"
         }
-        fn take_spent(&mut self) -> bool {
-            std::mem::take(&mut self.spent)
+        fn input(&mut self) -> Input {
+            Input {
+                spent: std::mem::take(&mut self.spent),
+                ..Input::default()
+            }
         }
     }
 
@@ -501,6 +465,32 @@ mod tests {
             ev.run_once_timeout(std::time::Duration::from_millis(10))
                 .unwrap();
         }
+    }
+
+    /// No protocol method runs with the state borrowed: checked in one
+    /// place, `Conn::call`.
+    #[test]
+    #[should_panic(expected = "with the connection's state borrowed")]
+    fn a_protocol_method_never_runs_with_the_state_borrowed() {
+        let ev = EventLoop::new().unwrap();
+        let lp = ev.to_loop();
+        let io = Scripted {
+            script: VecDeque::new(),
+            spent: false,
+            key: Rc::default(),
+        };
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let conn = Conn::open(
+            &lp,
+            Box::new(io),
+            Box::new(Got(got)),
+            None,
+            Location::caller(),
+        );
+        let conn = conn.unwrap();
+        let mut proto: Box<dyn Protocol> = Box::new(Got(Rc::default()));
+        let _held = conn.st.borrow();
+        conn.call(&lp, &mut proto, |_| {});
     }
 
     /// A layer that spent its budget before any plaintext came out is read

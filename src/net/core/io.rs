@@ -14,6 +14,40 @@ use std::os::unix::io::{AsRawFd, RawFd};
 /// [`write_vectored`]).
 const COALESCE: usize = 4096;
 
+/// What a layer says of its input after a read ([`Wire::input`]).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct Input {
+    /// It holds input of its own after a short read (TLS: the peer's
+    /// close_notify, or an error, met after some data): read again without
+    /// waiting for the socket's next edge.
+    pub(crate) held: bool,
+    /// The read stopped on a budget of the layer's own (TLS: the default
+    /// [`Limits::read_budget`](crate::net::Limits::read_budget) of records
+    /// that carried little plaintext) with the socket maybe still
+    /// readable: read again next turn, as when the core's own budget runs
+    /// out. Said once.
+    pub(crate) spent: bool,
+    /// Writes it refused for a reason other than a full socket (a
+    /// handshake, now done) may go on. Said once.
+    pub(crate) writable: bool,
+}
+
+/// What output of its own a layer holds ([`Wire::output`]).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct Output {
+    /// Output not yet on the socket (TLS: records, close_notify): the core
+    /// sends it with [`Wire::flush_output`] when the socket is writable.
+    pub(crate) pending: bool,
+    /// Bytes the layer wrote to the socket so far, in all; `None` for a
+    /// plain stream, whose socket takes straight from the core's buffer.
+    /// Where the write timeout's check looks for progress: a layer's buffer
+    /// shrinking says only that the layer took the bytes, not the socket.
+    pub(crate) sent: Option<u64>,
+    /// A handshake holds writes back (not the peer): the write timeout
+    /// leaves that wait to the handshake's own deadline.
+    pub(crate) handshaking: bool,
+}
+
 /// What carries a connection's bytes, connected or connecting, as the
 /// connection core uses it.
 /// Every method is non-blocking: `WouldBlock` means "not now".
@@ -52,55 +86,26 @@ pub(crate) trait Wire: 'static {
         Err(io::ErrorKind::Unsupported.into())
     }
 
-    // Hooks for a stream layered over another (TLS, `net/tls`): a plain
-    // socket holds no output of its own and has no handshake, so each
-    // default does nothing. The core calls them where noted.
+    // A stream layered over another (TLS, `net/tls`) answers one question
+    // per direction: after a read, what it says of its input; and what
+    // output of its own it holds, which `flush_output` sends. A plain
+    // socket holds nothing of its own: each default says so.
 
-    /// Whether the stream holds input of its own after a short read (a TLS
-    /// layer: the peer's close_notify, or an error, met after some data):
-    /// read again without waiting for the socket's next edge.
-    fn has_more_input(&self) -> bool {
-        false
+    /// What the layer says after a read; see [`Input`].
+    fn input(&mut self) -> Input {
+        Input::default()
     }
-    /// Whether the last read stopped on a budget of the layer's own (a TLS
-    /// layer: the default [`Limits::read_budget`](crate::net::Limits::read_budget) of records that
-    /// carried little plaintext) with the socket maybe still readable: the
-    /// core reads again next turn, as when its own budget runs out. Taken
-    /// once.
-    fn take_spent(&mut self) -> bool {
-        false
+    /// What output of its own the layer holds; see [`Output`].
+    fn output(&self) -> Output {
+        Output::default()
     }
-    /// Whether the stream holds output of its own not yet on the socket (a
-    /// TLS layer's records). The core flushes it when the socket is writable.
-    fn has_pending(&self) -> bool {
-        false
-    }
-    /// Writes that output: `Ok(true)` once none is left, `Ok(false)` if the
-    /// socket is full (a writable edge will follow).
-    fn flush_pending(&mut self) -> io::Result<bool> {
+    /// Writes the layer's own output, and with `closing` its last words
+    /// first (TLS: close_notify, before a graceful close closes the
+    /// socket): `Ok(true)` once none is left, `Ok(false)` if the socket is
+    /// full (a writable edge will follow).
+    fn flush_output(&mut self, closing: bool) -> io::Result<bool> {
+        let _ = closing;
         Ok(true)
-    }
-    /// Bytes a layer wrote to the socket so far, in all; `None` for a plain
-    /// stream, whose socket takes straight from the core's buffer. Where the
-    /// write timeout's check looks for progress: a layer's buffer shrinking
-    /// says only that the layer took the bytes, not the socket.
-    fn layer_sent(&self) -> Option<u64> {
-        None
-    }
-    /// Whether writes refused with `WouldBlock` for a reason other than a
-    /// full socket (a handshake in progress) may now go on; taken once.
-    fn take_writable(&mut self) -> bool {
-        false
-    }
-    /// A graceful close's last words (TLS: close_notify), before the socket
-    /// closes: `Ok(true)` once written, `Ok(false)` if the socket is full.
-    fn finish_close(&mut self) -> io::Result<bool> {
-        Ok(true)
-    }
-    /// Whether a handshake of the layer holds writes back (not the peer):
-    /// the write timeout leaves that wait to the handshake's own deadline.
-    fn handshaking(&self) -> bool {
-        false
     }
     /// The layer itself, for the module that made it (`net/tls` asks its
     /// session through it); `None` for a plain stream. The core never looks.

@@ -1,13 +1,16 @@
 //! The connection core: one stream connection, whatever carries its bytes.
 //!
-//! Owns a connection's state and its source type (`conn.rs`: `Conn`, the
-//! write path, connecting), its dispatch (`dispatch.rs`: connect completion,
+//! Owns a connection's state (`state.rs`: `ConnState`, whether a read may be
+//! made now), its source type (`conn.rs`: `Conn`, the write path,
+//! connecting), its dispatch (`dispatch.rs`: connect completion,
 //! flush, flow-control notes, reads, `connection_lost`), its deadlines
 //! (`deadlines.rs`), its write buffer and flow control (`buffer.rs`) and the
-//! socket I/O under it (`io.rs`: the [`Wire`](io::StreamIo) trait, TCP and
+//! socket I/O under it (`io.rs`: the [`Wire`](io::Wire) trait, TCP and
 //! Unix sockets). Exposes the handles users hold: `Transport`
 //! (`transport.rs`), `Connection`, `ProtocolRef`, `ProtocolFactory`
-//! (`connection.rs`).
+//! (`connection.rs`); and to the rest of `net/` (connecting, listeners,
+//! TLS) a few named operations (`ops.rs`): the state's fields are private
+//! to this folder.
 //!
 //! This file holds what every connection shares, stream or datagram: its
 //! phase, the one convention for calling a protocol (contained, reported, the
@@ -20,12 +23,15 @@ pub(super) mod connection;
 mod deadlines;
 mod dispatch;
 pub(super) mod io;
+mod ops;
 pub(crate) mod ss;
+mod state;
 pub(super) mod transport;
 
-use crate::reactor::{ExceptionContext, WeakLoop};
-use crate::{Failure, Loop};
+use crate::reactor::{ExceptionContext, Source, SourceKey, WeakLoop};
+use crate::{Error, Failure, Loop};
 use std::cell::RefCell;
+use std::os::unix::io::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
 
@@ -48,6 +54,31 @@ impl Phase {
     pub(crate) fn is_open(&self) -> bool {
         matches!(self, Phase::Open | Phase::Closing(_))
     }
+}
+
+/// The one way a connection of either kind (a stream's `Conn`, a UDP
+/// socket's `Dgram`) enters the loop: `make` gets a fresh key and the
+/// selector, registers its descriptor under the key and builds the source,
+/// returning the descriptor to claim (a second `add_reader` on it is then
+/// refused); the source goes in the registry. What follows differs by kind
+/// (`connection_made` at once, after a connect, or in the first dispatch).
+pub(crate) fn enter<C: Source + 'static>(
+    lp: &Loop,
+    at: &'static Location<'static>,
+    make: impl FnOnce(SourceKey, &mio::Registry) -> std::io::Result<(C, Option<RawFd>)>,
+) -> Result<Rc<C>, Error> {
+    let mut made = None;
+    let key = lp.insert_source(at, |key, r| {
+        let (source, fd) = make(key, r)?;
+        let source = Rc::new(source);
+        made = Some((source.clone(), fd));
+        Ok(source as Rc<dyn Source>)
+    })?;
+    let (source, fd) = made.expect("built");
+    if let Some(fd) = fd {
+        lp.claim_fd(fd, key);
+    }
+    Ok(source)
 }
 
 /// Runs one protocol method, containing a panic: the panic is reported to the
@@ -169,6 +200,11 @@ impl<C: Reachable> WeakConn<C> {
         let conn = self.0.upgrade()?;
         let lp = conn.weak_loop().upgrade()?;
         Some((conn, lp))
+    }
+
+    /// The connection's loop, while both exist.
+    pub(crate) fn event_loop(&self) -> Option<Loop> {
+        self.live().map(|(_, lp)| lp)
     }
 
     /// Runs `f` on the connection's state, while the connection exists.

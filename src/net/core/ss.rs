@@ -3,12 +3,13 @@
 //! connections opened while the Deferred registry is on.
 //!
 //! The whole net-side hook is `track` (one call in `Conn::open`) and `list`,
-//! which reads each connection's state; nothing is counted on the read or
-//! write paths, so bytes in/out and the idle time of a connection without an
-//! idle timeout are not known. Tests: tests/ps_net_waits.rs.
+//! which asks each connection for its row (the `Row` trait, which `Conn`
+//! implements in `conn.rs`: this file imports nothing of the core's, and
+//! `ps` nothing of `net/` but this file). Its bytes in and out are two
+//! counters the read and write paths add to (one addition a read or
+//! write); the idle time of a connection without an idle timeout is not
+//! known. Tests: tests/ps_net_waits.rs.
 
-use super::conn::Conn;
-use super::Phase;
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 use std::time::Instant;
@@ -23,6 +24,12 @@ pub struct Connection {
     pub state: &'static str,
     /// Bytes written by the protocol and not yet taken by the socket.
     pub write_buffered: usize,
+    /// Bytes received and handed to the protocol, in all (over TLS: the
+    /// plaintext).
+    pub bytes_in: u64,
+    /// Bytes the protocol wrote that the socket took, in all (over TLS: the
+    /// plaintext); what waits in `write_buffered` is not counted yet.
+    pub bytes_out: u64,
     /// Reading is paused (by the protocol, a framer, or backpressure).
     pub reading_paused: bool,
     /// Writing is paused: the protocol was told to stop producing.
@@ -34,20 +41,27 @@ pub struct Connection {
     pub opened_at: &'static std::panic::Location<'static>,
 }
 
+/// A connection as `ss` reads it (the core's `Conn`, `conn.rs`).
+pub(crate) trait Row {
+    /// Its row at `now`; `None` once it is lost (or while its state is
+    /// borrowed, which no `ss` made between turns meets).
+    fn row(&self, now: Instant) -> Option<Connection>;
+}
+
 thread_local! {
-    static CONNS: RefCell<Vec<Weak<Conn>>> = const { RefCell::new(Vec::new()) };
+    static CONNS: RefCell<Vec<Weak<dyn Row>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Lists `conn` for `ss`, if the registry is on.
 #[inline]
-pub(crate) fn track(conn: &Rc<Conn>) {
+pub(crate) fn track<C: Row + 'static>(conn: &Rc<C>) {
     if crate::deferred::registry::on() {
         CONNS.with(|c| {
             let mut c = c.borrow_mut();
             if c.len() == c.capacity() {
                 c.retain(|w| w.strong_count() > 0);
             }
-            c.push(Rc::downgrade(conn));
+            c.push(Rc::downgrade(conn) as Weak<dyn Row>);
         });
     }
 }
@@ -59,37 +73,7 @@ pub(crate) fn list(now: Instant) -> Vec<Connection> {
         c.retain(|w| w.strong_count() > 0);
         c.iter()
             .filter_map(Weak::upgrade)
-            .filter_map(|conn| row(&conn, now))
+            .filter_map(|conn| conn.row(now))
             .collect()
-    })
-}
-
-fn row(conn: &Conn, now: Instant) -> Option<Connection> {
-    let st = conn.st.try_borrow().ok()?;
-    let state = match st.phase {
-        Phase::Connecting => "connecting",
-        Phase::Open => "open",
-        Phase::Closing(_) => "closing",
-        Phase::Closed(_) => "closed",
-        Phase::Lost => return None,
-    };
-    let peer = match (&st.io, &st.connect) {
-        (_, Some((_, to))) => to.clone(),
-        // A pipe has no address: its kind stands in for one.
-        (Some(io), None) => io
-            .peer_addr()
-            .map_or_else(|_| format!("({})", io.name()), |a| a.to_string()),
-        (None, None) => "-".into(),
-    };
-    Some(Connection {
-        peer,
-        state,
-        write_buffered: st.wbuf.len(),
-        reading_paused: st.reading_paused || st.held,
-        writing_paused: st.wbuf.flow.is_paused(),
-        idle: st
-            .idle_timeout
-            .map(|limit| (now.saturating_duration_since(st.last_read), limit)),
-        opened_at: conn.at,
     })
 }

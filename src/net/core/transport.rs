@@ -2,7 +2,8 @@
 //! hold. It reaches the connection through a `Weak`, so a transport kept in
 //! its own protocol keeps neither the connection nor the loop alive.
 
-use crate::net::core::conn::{Conn, ConnState};
+use crate::net::core::conn::Conn;
+use crate::net::core::state::ConnState;
 use crate::net::core::{Phase, Reachable, WeakConn};
 use crate::net::{Limits, ProtocolRef, SockAddr};
 use crate::reactor::WeakLoop;
@@ -99,18 +100,10 @@ impl Transport {
         Transport { conn: conn.into() }
     }
 
-    fn live(&self) -> Option<(Rc<Conn>, Loop)> {
-        self.conn.live()
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&mut ConnState) -> R) -> Option<R> {
-        self.conn.with(f)
-    }
-
     /// The loop this transport belongs to; `None` once the connection is gone
     /// (the handle keeps neither alive).
     pub fn event_loop(&self) -> Option<Loop> {
-        self.live().map(|(_, lp)| lp)
+        self.conn.event_loop()
     }
 
     /// A typed handle to this connection's protocol, for code that runs
@@ -126,7 +119,7 @@ impl Transport {
     /// frames per turn) and must go on without new bytes arriving. Works
     /// through protocols that wrap others and pass `data_received` on.
     pub fn redeliver(&self) {
-        if let Some((conn, lp)) = self.live() {
+        if let Some((conn, lp)) = self.conn.live() {
             conn.st.borrow_mut().redeliver = true;
             conn.wake(&lp);
         }
@@ -173,7 +166,7 @@ impl Transport {
         if total == 0 {
             return;
         }
-        match self.live() {
+        match self.conn.live() {
             Some((conn, lp)) => conn.write(&lp, parts, total),
             None => gone_write("the transport of a connection", total),
         }
@@ -187,7 +180,7 @@ impl Transport {
     /// closes, within the linger time. So a peer that half-closes and never
     /// reads the reply cannot hold the connection forever.
     pub fn write_eof(&self) {
-        let Some((conn, lp)) = self.live() else {
+        let Some((conn, lp)) = self.conn.live() else {
             return;
         };
         let mut st = conn.st.borrow_mut();
@@ -210,7 +203,7 @@ impl Transport {
     /// aborted with a `TimedOut` error instead. Idempotent. On a connection
     /// still connecting, it closes once up and flushed.
     pub fn close(&self) {
-        if let Some((conn, lp)) = self.live() {
+        if let Some((conn, lp)) = self.conn.live() {
             conn.close(&lp, None);
         }
     }
@@ -221,7 +214,7 @@ impl Transport {
     #[track_caller]
     pub fn close_with(&self, reason: impl Into<Failure>) {
         let reason = reason.into();
-        if let Some((conn, lp)) = self.live() {
+        if let Some((conn, lp)) = self.conn.live() {
             conn.close(&lp, Some(reason));
         }
     }
@@ -242,21 +235,13 @@ impl Transport {
     }
 
     fn abort_inner(&self, reason: Option<Failure>) {
-        let Some((conn, lp)) = self.live() else {
+        let Some((conn, lp)) = self.conn.live() else {
             return;
         };
-        let connect = {
-            let mut st = conn.st.borrow_mut();
-            if matches!(st.phase, Phase::Connecting) {
-                st.connect.take()
-            } else {
-                conn.close_now(&lp, &mut st, reason.clone());
-                return;
-            }
-        };
-        let garbage = conn.discard(&lp);
-        drop(garbage);
-        if let Some((Some(r), to)) = connect {
+        if !conn.is_connecting() {
+            return conn.abort(&lp, reason);
+        }
+        if let Some((Some(r), to)) = conn.give_up(&lp) {
             let e = io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 format!("connect to {to}: aborted before it was up"),
@@ -268,26 +253,28 @@ impl Transport {
     /// Whether the connection is closing or closed (a connection still
     /// connecting is neither).
     pub fn is_closing(&self) -> bool {
-        self.with(|s| !matches!(s.phase, Phase::Open | Phase::Connecting))
+        self.conn
+            .with(|s| !matches!(s.phase, Phase::Open | Phase::Connecting))
             .unwrap_or(true)
     }
 
     /// Whether a connect is still in progress.
     pub fn is_connecting(&self) -> bool {
-        self.with(|s| matches!(s.phase, Phase::Connecting))
+        self.conn
+            .with(|s| matches!(s.phase, Phase::Connecting))
             .unwrap_or(false)
     }
 
     /// Stops calling `data_received` until [`resume_reading`](Self::resume_reading).
     /// No system call: the kernel's buffer fills, and TCP pushes back on the peer.
     pub fn pause_reading(&self) {
-        self.with(|s| s.reading_paused = true);
+        self.conn.with(|s| s.reading_paused = true);
     }
 
     /// Undoes [`pause_reading`](Self::pause_reading); data that arrived
     /// meanwhile is delivered from the next turn.
     pub fn resume_reading(&self) {
-        let Some((conn, lp)) = self.live() else {
+        let Some((conn, lp)) = self.conn.live() else {
             return;
         };
         let mut st = conn.st.borrow_mut();
@@ -301,7 +288,7 @@ impl Transport {
 
     /// Whether the protocol paused reading (`pause_reading`).
     pub(crate) fn reading_paused(&self) -> bool {
-        self.with(|s| s.reading_paused).unwrap_or(false)
+        self.conn.with(|s| s.reading_paused).unwrap_or(false)
     }
 
     /// A framer's own pause while frames of a read wait for later turns
@@ -309,7 +296,7 @@ impl Transport {
     /// `resume_reading` does not lift it, nor does its end lift the
     /// protocol's pause.
     pub(crate) fn hold_reading(&self, on: bool) {
-        let Some((conn, lp)) = self.live() else {
+        let Some((conn, lp)) = self.conn.live() else {
             return;
         };
         let was = std::mem::replace(&mut conn.st.borrow_mut().held, on);
@@ -325,12 +312,13 @@ impl Transport {
     /// hold ends by itself and is not shown here: `false` always means a
     /// pause someone has to lift.
     pub fn is_reading(&self) -> bool {
-        self.with(|s| {
-            matches!(s.phase, Phase::Open | Phase::Connecting)
-                && !s.reading_paused
-                && !s.eof_received
-        })
-        .unwrap_or(false)
+        self.conn
+            .with(|s| {
+                matches!(s.phase, Phase::Open | Phase::Connecting)
+                    && !s.reading_paused
+                    && !s.eof_received
+            })
+            .unwrap_or(false)
     }
 
     /// Applies `limits` to this connection: its read budget, write buffer
@@ -343,7 +331,7 @@ impl Transport {
     /// [`Error::InvalidInput`] unless `high_water >= low_water` (then
     /// nothing changes); [`Error::Gone`] for a connection that no longer exists.
     pub fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
-        let (conn, lp) = self.live().ok_or(Error::Gone)?;
+        let (conn, lp) = self.conn.live().ok_or(Error::Gone)?;
         conn.apply_limits(&lp, limits)
     }
 
@@ -351,7 +339,7 @@ impl Transport {
     /// ([`Limits::read_budget`](crate::net::Limits::read_budget)); 0 once
     /// the connection is gone.
     pub fn read_budget(&self) -> usize {
-        self.with(|s| s.read_budget).unwrap_or(0)
+        self.conn.with(|s| s.read_budget).unwrap_or(0)
     }
 
     /// Whether to go on reading while writing is paused. Off by default: a
@@ -360,7 +348,7 @@ impl Transport {
     /// cannot grow the buffer without bound. A protocol that handles
     /// `pause_writing` itself (a proxy pausing the *other* side) may turn it on.
     pub fn set_read_while_write_paused(&self, on: bool) {
-        let Some((conn, lp)) = self.live() else {
+        let Some((conn, lp)) = self.conn.live() else {
             return;
         };
         conn.st.borrow_mut().read_while_write_paused = on;
@@ -380,7 +368,7 @@ impl Transport {
         high: Option<usize>,
         low: Option<usize>,
     ) -> Result<(), Error> {
-        let (conn, lp) = self.live().ok_or(Error::Gone)?;
+        let (conn, lp) = self.conn.live().ok_or(Error::Gone)?;
         conn.st.borrow_mut().wbuf.set_limits(high, low)?;
         conn.wake(&lp);
         Ok(())
@@ -389,11 +377,12 @@ impl Transport {
     /// `(high, low)` water marks of the write buffer, in the order
     /// [`set_write_buffer_limits`](Self::set_write_buffer_limits) takes them.
     pub fn write_buffer_limits(&self) -> (usize, usize) {
-        self.with(|s| {
-            let (low, high) = s.wbuf.flow.limits();
-            (high, low)
-        })
-        .unwrap_or((0, 0))
+        self.conn
+            .with(|s| {
+                let (low, high) = s.wbuf.flow.limits();
+                (high, low)
+            })
+            .unwrap_or((0, 0))
     }
 
     /// Sets the hard cap on buffered bytes (default
@@ -401,7 +390,7 @@ impl Transport {
     /// a write that takes the buffer past it aborts the connection with
     /// [`WriteBufferFull`](crate::net::WriteBufferFull), logged.
     pub fn set_write_buffer_cap(&self, cap: usize) {
-        self.with(|s| s.cap = cap);
+        self.conn.with(|s| s.cap = cap);
     }
 
     /// Sets how long a graceful [`close`](Self::close) may wait for the peer
@@ -409,7 +398,7 @@ impl Transport {
     /// [`Limits::linger`](crate::net::Limits::linger), 30 s). Applies to closes
     /// that start after the call.
     pub fn set_linger(&self, linger: Duration) {
-        self.with(|s| s.linger = linger);
+        self.conn.with(|s| s.linger = linger);
     }
 
     /// Aborts the connection with a `TimedOut` error once `timeout` passes
@@ -418,7 +407,7 @@ impl Transport {
     /// deadline back; the timer re-arms itself lazily, so a busy connection
     /// costs one clock read per read, not a timer operation.
     pub fn set_idle_timeout(&self, timeout: Option<Duration>) {
-        if let Some((conn, lp)) = self.live() {
+        if let Some((conn, lp)) = self.conn.live() {
             conn.set_idle_timeout(&lp, timeout);
         }
     }
@@ -440,7 +429,7 @@ impl Transport {
     /// its window shut and has taken nothing. A stall already under way
     /// counts from its start; a TLS handshake's wait is its own deadline's.
     pub fn set_write_timeout(&self, timeout: Option<Duration>) {
-        if let Some((conn, lp)) = self.live() {
+        if let Some((conn, lp)) = self.conn.live() {
             conn.set_write_timeout(&lp, timeout);
         }
     }
@@ -448,37 +437,40 @@ impl Transport {
     /// The write timeout (see [`set_write_timeout`](Self::set_write_timeout));
     /// `None` when it is off, and once the connection is gone.
     pub fn write_timeout(&self) -> Option<Duration> {
-        self.with(|s| s.write_timeout).flatten()
+        self.conn.with(|s| s.write_timeout).flatten()
     }
 
     /// Whether a layer (TLS) is on this connection's wire, perhaps still
     /// handshaking; `false` once the connection is gone.
     pub(crate) fn is_layered(&self) -> bool {
-        self.with(|s| s.io.as_ref().is_some_and(|io| io.layer().is_some()))
+        self.conn
+            .upgrade()
+            .and_then(|c| c.with_wire(|io| io.layer().is_some()))
             .unwrap_or(false)
     }
 
     /// Bytes buffered, not yet taken by the socket.
     pub fn write_buffer_size(&self) -> usize {
-        self.with(|s| s.wbuf.len()).unwrap_or(0)
+        self.conn.with(|s| s.wbuf.len()).unwrap_or(0)
     }
 
     /// Whether the buffer is above its high-water mark (and has not drained to
     /// the low one since): the state `pause_writing` reports.
     pub fn is_writing_paused(&self) -> bool {
-        self.with(|s| s.wbuf.flow.is_paused()).unwrap_or(false)
+        self.conn.with(|s| s.wbuf.flow.is_paused()).unwrap_or(false)
     }
 
     /// Writes ignored because the transport was closing or closed.
     pub fn dropped_writes(&self) -> u64 {
-        self.with(|s| s.dropped_writes).unwrap_or(0)
+        self.conn.with(|s| s.dropped_writes).unwrap_or(0)
     }
 
     fn query<R>(
         &self,
         f: impl FnOnce(&dyn crate::net::core::io::Wire) -> io::Result<R>,
     ) -> io::Result<R> {
-        self.with(|s| s.io.as_deref().map(f))
+        self.conn
+            .with(|s| s.io.as_deref().map(f))
             .flatten()
             .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))
     }
@@ -503,7 +495,8 @@ impl Transport {
     /// the like; the loop keeps owning it: `add_reader` on it is refused).
     /// `None` for an in-memory connection.
     pub fn raw_fd(&self) -> Option<RawFd> {
-        self.with(|s| s.io.as_ref().and_then(|io| io.fd()))
+        self.conn
+            .with(|s| s.io.as_ref().and_then(|io| io.fd()))
             .flatten()
     }
 
@@ -528,7 +521,7 @@ impl Transport {
 impl fmt::Debug for Transport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Transport");
-        let info = self.with(|s| {
+        let info = self.conn.with(|s| {
             let peer = s.io.as_ref().and_then(|io| io.peer_addr().ok());
             (peer, s.wbuf.len())
         });

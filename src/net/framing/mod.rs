@@ -72,11 +72,6 @@ impl StdError for FrameError {}
 /// or messages) instead of bytes. Use it through [`Lines`] or
 /// [`LengthPrefixed`].
 pub trait FrameProtocol: 'static {
-    /// As [`Protocol::connection_made`].
-    fn connection_made(&mut self, transport: &Transport) {
-        let _ = transport;
-    }
-
     /// One frame, without its delimiter or prefix.
     fn frame_received(&mut self, transport: &Transport, frame: &[u8]);
 
@@ -90,26 +85,9 @@ pub trait FrameProtocol: 'static {
         let _ = (transport, error);
     }
 
-    /// As [`Protocol::eof_received`].
-    fn eof_received(&mut self, transport: &Transport) -> bool {
-        let _ = transport;
-        false
-    }
-
-    /// As [`Protocol::connection_lost`].
-    fn connection_lost(&mut self, transport: &Transport, reason: Option<Failure>) {
-        let _ = (transport, reason);
-    }
-
-    /// As [`Protocol::pause_writing`].
-    fn pause_writing(&mut self, transport: &Transport) {
-        let _ = transport;
-    }
-
-    /// As [`Protocol::resume_writing`].
-    fn resume_writing(&mut self, transport: &Transport) {
-        let _ = transport;
-    }
+    // `connection_made`, `eof_received`, `connection_lost`, `pause_writing`
+    // and `resume_writing`: `Protocol`'s, defaults included.
+    crate::net::protocol::stream_events!();
 }
 
 /// Forwards every `Protocol` method but `data_received` to the inner one.

@@ -15,7 +15,6 @@
 use crate::deferred::LoopClosed;
 use crate::net::core::conn::Conn;
 use crate::net::core::io::{Tcp, Wire};
-use crate::net::core::Phase;
 use crate::net::open::options::ConnectOptions;
 use crate::net::open::resolve::Target;
 use crate::net::{Connection, DatagramProtocol, DatagramTransport, Protocol, SockAddr, Transport};
@@ -24,7 +23,6 @@ use crate::{fail, Deferred, Error, Failure, Handle, Loop};
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
-use std::os::unix::io::RawFd;
 use std::panic::Location;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
@@ -83,8 +81,7 @@ impl Race {
     /// Whether the connection still waits for this race.
     fn wanted(&self) -> Option<Rc<Conn>> {
         let conn = self.conn.upgrade()?;
-        let connecting = matches!(conn.st.borrow().phase, Phase::Connecting);
-        connecting.then_some(conn)
+        conn.is_connecting().then_some(conn)
     }
 
     /// Starts the next attempt (if any), then arms the delay for the one after.
@@ -190,23 +187,9 @@ impl Race {
         if let Some(wrap) = self.wrap.borrow_mut().take() {
             io = wrap(lp, &conn, io);
         }
-        let fd: Option<RawFd> = io.fd();
-        if let Err(e) = lp.with_selector(|r| io.register(r, conn.key.token())) {
-            return fail_conn(lp, &conn, Failure::new(e));
+        if let Err(e) = conn.attach_wire(lp, io, addr.to_string()) {
+            fail_conn(lp, &conn, Failure::new(e));
         }
-        if let Some(fd) = fd {
-            lp.claim_fd(fd, conn.key);
-        }
-        {
-            let mut st = conn.st.borrow_mut();
-            st.io = Some(io);
-            if let Some(c) = st.connect.as_mut() {
-                c.1 = addr.to_string();
-            }
-            st.read_ready = true;
-            st.write_ready = true;
-        }
-        conn.wake(lp);
     }
 }
 
@@ -266,15 +249,7 @@ impl Source for Race {
 
 /// Fails a connection that is still connecting, uncalled protocol and all.
 fn fail_conn(lp: &Loop, conn: &Conn, f: Failure) {
-    let resolver = conn
-        .st
-        .borrow_mut()
-        .connect
-        .as_mut()
-        .and_then(|c| c.0.take());
-    let garbage = conn.discard(lp);
-    drop(garbage);
-    if let Some(r) = resolver {
+    if let Some((Some(r), _)) = conn.give_up(lp) {
         r.errback_if_pending(f);
     }
 }
@@ -400,7 +375,7 @@ impl Loop {
         // `discard` runs this: the race's attempts close with it.
         let race_slot: Rc<RefCell<Option<Rc<Race>>>> = Rc::default();
         let (race_for_end, lp_for_end) = (race_slot.clone(), self.downgrade());
-        *conn.on_lost.borrow_mut() = Some(Box::new(move || {
+        conn.set_on_lost(Box::new(move || {
             let race = race_for_end.borrow_mut().take();
             if let (Some(race), Some(lp)) = (race, lp_for_end.upgrade()) {
                 race.end(&lp);
@@ -410,15 +385,13 @@ impl Loop {
         let (d, r) = Deferred::with_canceller(move |_| {
             lookup_handle.cancel();
             if let Some(conn) = weak.upgrade() {
-                if let Some(lp) = conn.lp.upgrade() {
+                if let Some(lp) = conn.event_loop() {
                     let garbage = conn.discard(&lp);
                     drop(garbage);
                 }
             }
         });
-        if let Some((resolver, _)) = conn.st.borrow_mut().connect.as_mut() {
-            *resolver = Some(r);
-        }
+        conn.set_resolver(r);
         // One deadline for the lookup and every attempt, as for `connect_tcp`.
         conn.set_connect_timeout(self, Some(options.connect_timeout));
         let weak = Rc::downgrade(&conn);
@@ -428,10 +401,10 @@ impl Loop {
             let Some(conn) = weak.upgrade() else {
                 return Ok(());
             };
-            let Some(lp) = conn.lp.upgrade() else {
+            let Some(lp) = conn.event_loop() else {
                 return Ok(());
             };
-            if !matches!(conn.st.borrow().phase, Phase::Connecting) {
+            if !conn.is_connecting() {
                 return Ok(());
             }
             let addrs = match result.and_then(|a| Ok(preference.order(&shown, a)?)) {

@@ -320,7 +320,7 @@ impl ListenSource {
                 let slot = self.conns.insert(Rc::downgrade(&conn));
                 let weak = Rc::downgrade(self);
                 let tracker = Rc::downgrade(&self.conns);
-                *conn.on_lost.borrow_mut() = Some(Box::new(move || {
+                conn.set_on_lost(Box::new(move || {
                     if let Some(t) = tracker.upgrade() {
                         t.remove(slot);
                     }

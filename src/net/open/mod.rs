@@ -5,7 +5,7 @@
 //! other kinds of byte stream: a child's pipes (`pipe.rs`) and the in-memory
 //! transport ([`memory`]).
 //!
-//! Each hands a ready [`Wire`](crate::net::core::io::StreamIo) to the
+//! Each hands a ready [`Wire`](crate::net::core::io::Wire) to the
 //! connection core (`net/core`) and keeps nothing of the connection itself.
 //! Exposes `Listener`, `ConnectOptions`, `HostResolver`, `Target`,
 //! `bind_reuseport`, `memory` and the `Loop` methods that listen and connect.

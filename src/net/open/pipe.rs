@@ -106,7 +106,7 @@ pub(crate) fn open(
     let conn = Conn::open(lp, Box::new(io), proto, None, at)?;
     // A child is ours, not a peer to guard against: one that reads its
     // stdin only after a long computation keeps it (set one if wanted).
-    conn.st.borrow_mut().write_timeout = None;
+    conn.set_write_timeout(lp, None);
     conn.start(lp);
     Ok(conn.transport())
 }

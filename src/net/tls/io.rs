@@ -2,12 +2,13 @@
 //! connection in between (Twisted's `TLSMemoryBIOProtocol`, one layer lower).
 //! The core reads plaintext from it and writes plaintext to it; records go
 //! to and come from the inner stream. What it holds itself (records the
-//! socket did not take, close_notify) the core flushes through the
-//! `Wire` hooks. Tests: tests/net_tls_*.rs.
+//! socket did not take, close_notify) the core asks about and flushes
+//! through `Wire::output` and `Wire::flush_output`; what it says after a
+//! read, through `Wire::input`. Tests: tests/net_tls_*.rs.
 
 use super::records::RecordCounter;
 use super::TlsError;
-use crate::net::core::io::Wire;
+use crate::net::core::io::{Input, Output, Wire};
 use crate::net::Limits;
 use crate::net::SockAddr;
 use crate::Handle;
@@ -37,7 +38,7 @@ pub(crate) struct TlsIo {
     /// a connection keeps no buffer of a burst once it is out.
     out: Vec<u8>,
     sent: usize,
-    /// Bytes written to the inner stream, in all (`Wire::layer_sent`).
+    /// Bytes written to the inner stream, in all (`Output::sent`).
     written: u64,
     /// Bytes received before `start_tls` that belong to the handshake: fed
     /// to rustls before the socket is read.
@@ -177,7 +178,7 @@ impl TlsIo {
     }
 
     /// Whether the records read since the budget began spent it; if so,
-    /// `take_spent` says so and the next read begins a new one. Records
+    /// `Wire::input` says so and the next read begins a new one. Records
     /// are charged for their bytes and `RECORD_COST` each: a record costs
     /// far more than its bytes, and a peer chooses how many its bytes make,
     /// so a budget then holds the loop about as long whatever they carry.
@@ -245,7 +246,7 @@ impl TlsIo {
     ) -> io::Result<usize> {
         if self.tls.is_handshaking() {
             // Kept in the core's buffer, where flow control sees it, until
-            // the handshake is done (`take_writable`). The core now waits
+            // the handshake is done (`Wire::input` says so). The core now waits
             // for a writable edge: send what the handshake has (a socket
             // that takes it all gives none).
             self.owe_writable = true;
@@ -322,7 +323,7 @@ impl Wire for TlsIo {
     /// Returns plaintext. A short read means the socket is drained too (the
     /// core waits for the next edge then), so records are read until the
     /// buffer is full or the socket says `WouldBlock`; or until a read
-    /// budget of records is spent (see `charge`), which `take_spent`
+    /// budget of records is spent (see `charge`), which `Wire::input`
     /// reports. Records may carry almost no plaintext (key updates around
     /// one-byte messages): a budget in plaintext alone would let such a
     /// peer hold the loop for as long as it keeps the socket full.
@@ -463,37 +464,38 @@ impl Wire for TlsIo {
         self.inner.nodelay()
     }
 
-    fn has_more_input(&self) -> bool {
-        self.end_held || self.error.is_some()
-    }
-    fn take_spent(&mut self) -> bool {
-        std::mem::take(&mut self.spent)
-    }
-    fn has_pending(&self) -> bool {
-        self.sent < self.out.len() || self.tls.wants_write()
-    }
-    fn flush_pending(&mut self) -> io::Result<bool> {
-        self.push_out()
-    }
-    fn layer_sent(&self) -> Option<u64> {
-        Some(self.written)
-    }
-    fn take_writable(&mut self) -> bool {
-        if self.owe_writable && !self.tls.is_handshaking() {
+    /// After a read: the peer's end or an error held behind the data
+    /// returned; a budget of records spent (see `charge`); writes refused
+    /// during the handshake (see `write_with`) free to go on, the handshake
+    /// being done (it is only driven by reads, and by the connect).
+    fn input(&mut self) -> Input {
+        let writable = self.owe_writable && !self.tls.is_handshaking();
+        if writable {
             self.owe_writable = false;
-            return true;
         }
-        false
+        Input {
+            held: self.end_held || self.error.is_some(),
+            spent: std::mem::take(&mut self.spent),
+            writable,
+        }
     }
-    /// close_notify, written before the socket closes.
-    fn finish_close(&mut self) -> io::Result<bool> {
+    fn output(&self) -> Output {
+        Output {
+            pending: self.sent < self.out.len() || self.tls.wants_write(),
+            sent: Some(self.written),
+            handshaking: self.tls.is_handshaking(),
+        }
+    }
+    /// Records the socket did not take; closing, close_notify last, before
+    /// the socket closes.
+    fn flush_output(&mut self, closing: bool) -> io::Result<bool> {
+        if !closing {
+            return self.push_out();
+        }
         if !std::mem::replace(&mut self.close_sent, true) {
             self.tls.send_close_notify();
         }
         self.send_close()
-    }
-    fn handshaking(&self) -> bool {
-        self.tls.is_handshaking()
     }
     fn layer(&self) -> Option<&dyn std::any::Any> {
         Some(self)

@@ -5,12 +5,10 @@
 use super::config::{ClientConfig, ServerConfig};
 use super::io::{session, DeadlineSlot, TlsIo};
 use super::TlsError;
-use crate::net::core::conn::{connect, Conn, ConnState};
+use crate::net::core::conn::{connect, Conn};
 use crate::net::core::connection::{Connection, ProtocolFactory};
 use crate::net::core::io::{Tcp, Wire};
-use crate::net::core::Phase;
 use crate::net::{ConnectFailed, Listener, Protocol, SockAddr, Transport};
-use crate::reactor::Ready;
 use crate::{Error, Failure, Handle, Loop};
 use rustls::pki_types::ServerName;
 use std::io;
@@ -153,47 +151,28 @@ fn accept(lp: &Loop, conn: &Rc<Conn>, peer: &SockAddr, config: &ServerConfig) {
             return;
         }
     };
-    {
-        let mut st = conn.st.borrow_mut();
-        st.phase = Phase::Connecting;
-        st.connect = Some((None, peer.to_string()));
-        layer(
-            conn,
-            lp,
-            &mut st,
-            tls,
-            Vec::new(),
-            Vec::new(),
-            config.handshake_timeout(),
-        );
-    }
-    // The socket's first edge may have come already: look now.
-    lp.wake_source(conn.key, Ready::READABLE | Ready::WRITABLE);
+    let timeout = config.handshake_timeout();
+    conn.connect_through_layer(lp, peer.to_string(), |inner| {
+        layer(conn, lp, inner, tls, Vec::new(), Vec::new(), timeout)
+    });
 }
 
-/// Puts a TLS layer over the connection's stream and arms the handshake
-/// deadline.
+/// Puts a TLS layer over the connection's stream `inner` and arms the
+/// handshake deadline.
 fn layer(
     conn: &Rc<Conn>,
     lp: &Loop,
-    st: &mut ConnState,
+    inner: Box<dyn Wire>,
     tls: rustls::Connection,
     plain_out: Vec<u8>,
     early: Vec<u8>,
     timeout: Duration,
-) {
-    let Some(inner) = st.io.take() else { return };
+) -> Box<dyn Wire> {
     let slot = DeadlineSlot::default();
     // The inner stream is up: accepted, or open.
-    st.io = Some(Box::new(TlsIo::new(
-        inner,
-        tls,
-        true,
-        plain_out,
-        early,
-        slot.clone(),
-    )));
+    let io = TlsIo::new(inner, tls, true, plain_out, early, slot.clone());
     slot.set(arm_deadline(conn, lp, timeout));
+    Box::new(io)
 }
 
 pub(super) fn arm_deadline(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) -> Option<Handle> {
@@ -210,24 +189,17 @@ pub(super) fn arm_deadline(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) -> Opt
 /// connect fails, an accepted stream is discarded, an open connection
 /// (`start_tls`) is aborted with the error.
 fn handshake_timed_out(conn: &Rc<Conn>, lp: &Loop, timeout: Duration) {
-    let mut st = conn.st.borrow_mut();
-    let handshaking = st
-        .io
-        .as_ref()
-        .and_then(|io| session(io.as_ref()))
-        .is_some_and(|s| s.is_handshaking());
+    let handshaking = conn
+        .with_wire(|io| session(io).is_some_and(|s| s.is_handshaking()))
+        .unwrap_or(false);
     if !handshaking {
         return;
     }
     let e = io::Error::new(io::ErrorKind::TimedOut, TlsError::HandshakeTimeout(timeout));
-    if !matches!(st.phase, Phase::Connecting) {
-        return conn.close_now(lp, &mut st, Some(Failure::new(e)));
+    if !conn.is_connecting() {
+        return conn.abort(lp, Some(Failure::new(e)));
     }
-    let connect = st.connect.take();
-    drop(st);
-    let garbage = conn.discard(lp);
-    drop(garbage);
-    match connect {
+    match conn.give_up(lp) {
         Some((Some(r), to)) => {
             r.errback_if_pending(ConnectFailed::wrap(&to, e));
         }
@@ -255,7 +227,7 @@ impl Transport {
     /// longer exists; [`Error::Io`] (`InvalidInput`) for a bad server name.
     pub fn start_tls(&self, side: StartTls) -> Result<(), Error> {
         let conn = self.conn.upgrade().ok_or(Error::Gone)?;
-        let lp = conn.lp.upgrade().ok_or(Error::Gone)?;
+        let lp = conn.event_loop().ok_or(Error::Gone)?;
         let (tls, timeout) = match &side.side {
             Side::Client(config, name) => {
                 (client_session(config, name), config.handshake_timeout())
@@ -263,42 +235,18 @@ impl Transport {
             Side::Server(config) => (server_session(config), config.handshake_timeout()),
         };
         let tls = tls.map_err(|e| Error::Io(invalid(e)))?;
-        {
-            let mut st = conn.st.borrow_mut();
-            if !matches!(st.phase, Phase::Open) || st.eof_requested {
-                return Err(Error::InvalidInput("start_tls needs an open connection"));
-            }
-            if st
-                .io
-                .as_ref()
-                .is_some_and(|io| session(io.as_ref()).is_some())
-            {
-                return Err(Error::InvalidInput(
-                    "TLS is already started on this connection",
-                ));
-            }
-            // Written before the upgrade: sent before the handshake, in clear.
-            let mut plain = Vec::with_capacity(st.wbuf.len());
-            while !st.wbuf.is_empty() {
-                let p = st.wbuf.pending();
-                plain.extend_from_slice(p);
-                let n = p.len();
-                st.wbuf.consume(n);
-            }
-            layer(&conn, &lp, &mut st, tls, plain, side.received, timeout);
-            // Let the layer try the socket (a full one says so), and read:
-            // bytes handed back need no new edge.
-            st.write_ready = true;
-            st.read_ready = true;
-        }
-        conn.wake(&lp);
-        Ok(())
+        let refuse = |io: &dyn Wire| {
+            session(io).map(|_| Error::InvalidInput("TLS is already started on this connection"))
+        };
+        // Written before the upgrade: sent before the handshake, in clear.
+        conn.put_layer(&lp, refuse, |inner, plain| {
+            layer(&conn, &lp, inner, tls, plain, side.received, timeout)
+        })
     }
 
     fn tls_query<R>(&self, f: impl FnOnce(&rustls::CommonState) -> R) -> Option<R> {
         let conn = self.conn.upgrade()?;
-        let st = conn.st.borrow();
-        session(st.io.as_ref()?.as_ref()).map(f)
+        conn.with_wire(|io| session(io).map(f)).flatten()
     }
 
     /// Whether this connection uses TLS (it may still be handshaking).

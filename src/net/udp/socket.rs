@@ -146,30 +146,25 @@ pub(crate) fn open(
     at: &'static Location<'static>,
 ) -> Result<DatagramTransport, Error> {
     let fd = sock.as_raw_fd();
-    let mut made = None;
-    let key = lp.insert_source(at, |key, r| {
+    let d = core::enter(lp, at, |key, r| {
         r.register(
             &mut sock,
             key.token(),
             mio::Interest::READABLE | mio::Interest::WRITABLE,
         )?;
-        let d = Rc::new(Dgram {
+        let d = Dgram {
             lp: lp.downgrade(),
             key,
             at,
             st: RefCell::new(DgramState::new(Some(sock))),
             proto: RefCell::new(Some(proto)),
             dispatching: Cell::new(false),
-        });
-        made = Some(d.clone());
-        Ok(d as Rc<dyn Source>)
+        };
+        Ok((d, (fd >= 0).then_some(fd))) // a simulated socket has none
     })?;
-    if fd >= 0 {
-        lp.claim_fd(fd, key); // a simulated socket has none
-    }
-    lp.wake_source(key, Ready::EMPTY);
+    lp.wake_source(d.key, Ready::EMPTY);
     Ok(DatagramTransport {
-        conn: WeakConn::new(&made.expect("built")),
+        conn: WeakConn::new(&d),
     })
 }
 

@@ -12,7 +12,6 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::panic::Location;
-use std::rc::Rc;
 
 /// A UDP socket, as its protocol and the user see it: a cheap handle
 /// (`Clone`; equal handles name the same socket). It keeps neither the socket
@@ -27,17 +26,9 @@ pub struct DatagramTransport {
 }
 
 impl DatagramTransport {
-    fn live(&self) -> Option<(Rc<Dgram>, Loop)> {
-        self.conn.live()
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&mut DgramState) -> R) -> Option<R> {
-        self.conn.with(f)
-    }
-
     /// The loop this socket belongs to; `None` once the socket is gone.
     pub fn event_loop(&self) -> Option<Loop> {
-        self.live().map(|(_, lp)| lp)
+        self.conn.event_loop()
     }
 
     /// Sends one datagram to `addr`: at once if nothing is queued, else queued
@@ -53,7 +44,7 @@ impl DatagramTransport {
 
     /// Datagrams ignored so far: sent after a close, or over the queue's cap.
     pub fn dropped_datagrams(&self) -> u64 {
-        self.live().map_or(0, |(d, _)| d.st.borrow().dropped)
+        self.conn.live().map_or(0, |(d, _)| d.st.borrow().dropped)
     }
 
     /// Sends one datagram to the connected peer (see [`Loop::connect_udp`]);
@@ -63,7 +54,7 @@ impl DatagramTransport {
     }
 
     fn send_inner(&self, data: &[u8], to: Option<SocketAddr>) {
-        let Some((d, lp)) = self.live() else {
+        let Some((d, lp)) = self.conn.live() else {
             return crate::net::gone_write("a UDP socket", data.len());
         };
         let mut st = d.st.borrow_mut();
@@ -103,7 +94,9 @@ impl DatagramTransport {
     /// Closes the socket once the queue is flushed; `connection_lost(None)`
     /// follows. Idempotent.
     pub fn close(&self) {
-        let Some((d, lp)) = self.live() else { return };
+        let Some((d, lp)) = self.conn.live() else {
+            return;
+        };
         let mut st = d.st.borrow_mut();
         if !matches!(st.phase, Phase::Open) {
             return;
@@ -127,26 +120,27 @@ impl DatagramTransport {
     }
 
     fn abort_inner(&self, reason: Option<Failure>) {
-        if let Some((d, lp)) = self.live() {
+        if let Some((d, lp)) = self.conn.live() {
             d.close_now(&lp, &mut d.st.borrow_mut(), reason);
         }
     }
 
     /// Whether the socket is closing or closed.
     pub fn is_closing(&self) -> bool {
-        self.with(|d| !matches!(d.phase, Phase::Open))
+        self.conn
+            .with(|d| !matches!(d.phase, Phase::Open))
             .unwrap_or(true)
     }
 
     /// Bytes queued, not yet taken by the socket, with 64 counted per
     /// datagram besides its own (so empty ones count too).
     pub fn write_buffer_size(&self) -> usize {
-        self.with(|d| d.queued_bytes).unwrap_or(0)
+        self.conn.with(|d| d.queued_bytes).unwrap_or(0)
     }
 
     /// Whether the queue is above its high-water mark.
     pub fn is_writing_paused(&self) -> bool {
-        self.with(|d| d.flow.is_paused()).unwrap_or(false)
+        self.conn.with(|d| d.flow.is_paused()).unwrap_or(false)
     }
 
     /// Sets the send queue's water marks; see
@@ -159,7 +153,7 @@ impl DatagramTransport {
         high: Option<usize>,
         low: Option<usize>,
     ) -> Result<(), Error> {
-        let (d, lp) = self.live().ok_or(Error::Gone)?;
+        let (d, lp) = self.conn.live().ok_or(Error::Gone)?;
         let mut st = d.st.borrow_mut();
         let size = st.queued_bytes;
         st.flow.set_limits(high, low, size)?;
@@ -178,7 +172,7 @@ impl DatagramTransport {
     /// [`Error::InvalidInput`] unless `high_water >= low_water` (then
     /// nothing changes); [`Error::Gone`] once closed.
     pub fn set_limits(&self, limits: &Limits) -> Result<(), Error> {
-        let (d, lp) = self.live().ok_or(Error::Gone)?;
+        let (d, lp) = self.conn.live().ok_or(Error::Gone)?;
         let mut st = d.st.borrow_mut();
         let size = st.queued_bytes;
         st.flow
@@ -197,7 +191,8 @@ impl DatagramTransport {
     /// # Errors
     /// `ErrorKind::NotConnected` once closed; else the OS error.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.with(|d| d.sock.as_ref().map(UdpSock::local_addr))
+        self.conn
+            .with(|d| d.sock.as_ref().map(UdpSock::local_addr))
             .flatten()
             .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))
     }
@@ -207,7 +202,8 @@ impl DatagramTransport {
     /// # Errors
     /// `ErrorKind::NotConnected` if the socket is not connected or closed.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.with(|d| d.sock.as_ref().map(UdpSock::peer_addr))
+        self.conn
+            .with(|d| d.sock.as_ref().map(UdpSock::peer_addr))
             .flatten()
             .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))
     }
