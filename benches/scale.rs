@@ -817,9 +817,16 @@ fn tcp_tokio(rt: &tokio::runtime::Runtime, limit: u64) {
         for peer_closes in [true, false] {
             let made = Arc::new(AtomicU64::new(0));
             let lost = Arc::new(AtomicU64::new(0));
-            let listener = rt
-                .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-                .unwrap();
+            // The listen backlog deferloop's listener uses (tokio's `bind`
+            // takes 1,024): a backlog that overflows costs a handshake a
+            // SYN-ACK retransmission, a second.
+            let listener = {
+                let _g = rt.enter();
+                let sock = tokio::net::TcpSocket::new_v4().unwrap();
+                sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+                sock.listen(deferloop::net::Limits::DEFAULT.backlog as u32)
+                    .unwrap()
+            };
             let addr = listener.local_addr().unwrap();
             let rss0 = rss();
             let heap0 = heap_in_use();
