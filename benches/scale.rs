@@ -204,6 +204,7 @@ fn main() {
     let rt = tokio_rt();
     // First, while the allocator holds no memory freed by the other tables.
     tcp(&ev, limit);
+    tcp_tokio(&rt, limit);
 
     // Sources: n file descriptors watched, then all removed.
     let most = (limit.saturating_sub(200)).min(20_000);
@@ -596,16 +597,41 @@ fn watch_turns(
 /// per connection): accept n, idle memory per connection, then the peers
 /// close all at once (with the loop's longest turn), and a server-side abort
 /// of all n.
-fn tcp(ev: &EventLoop, limit: u64) {
+/// The connection counts of both TCP tables: up to 10,000, within the fd
+/// limit (2 fds per connection, both ends in this process).
+fn tcp_ns(limit: u64) -> Vec<u64> {
     let most = (limit.saturating_sub(300) / 2).min(10_000);
-    let ns: Vec<u64> = if full_run() {
+    if full_run() {
         [1_000, 2_000, 5_000, most]
             .into_iter()
             .filter(|n| *n <= most)
             .collect()
     } else {
         vec![10, 20]
-    };
+    }
+}
+
+/// Prints, for each per-connection cost, its growth from the smallest n to
+/// the largest (the largest of its values over the smallest) as a target.
+fn tcp_flat(who: &str, ns: &[u64], costs: &[(&str, &Vec<f64>)]) {
+    for (name, m) in costs {
+        let max = m.iter().cloned().fold(f64::MIN, f64::max);
+        let min = m.iter().cloned().fold(f64::MAX, f64::min);
+        target_at_most(
+            &format!(
+                "{who}: TCP {name} per connection flat within 1.5x from n = {} to n = {}",
+                ns[0],
+                ns[ns.len() - 1]
+            ),
+            max,
+            min,
+            1.5,
+        );
+    }
+}
+
+fn tcp(ev: &EventLoop, limit: u64) {
+    let ns = tcp_ns(limit);
     println!("\n### TCP connections on 127.0.0.1 (deferloop)\n");
     println!("One sample per n; the clients are blocking sockets on another thread.\n");
     println!("Idle memory: the heap bytes in use (mallinfo2), and the growth of the");
@@ -614,6 +640,7 @@ fn tcp(ev: &EventLoop, limit: u64) {
     println!("| n | accept ns/conn | idle heap bytes/conn | idle RSS bytes/conn | peer close ns/conn | longest turn during the peers' close µs | abort ns/conn |");
     println!("|---:|---:|---:|---:|---:|---:|---:|");
     let mut accept = Vec::new();
+    let mut heaps = Vec::new();
     let mut close = Vec::new();
     let mut abort = Vec::new();
     for &n in &ns {
@@ -690,6 +717,7 @@ fn tcp(ev: &EventLoop, limit: u64) {
                 let per = out.get() / n as f64;
                 client.join().unwrap();
                 accept.push(acc);
+                heaps.push(heap);
                 close.push(per);
                 print!(
                     "| {n} | {acc:.0} | {heap:.0} | {per_conn:.0} | {per:.0} | {:.0} |",
@@ -756,24 +784,164 @@ fn tcp(ev: &EventLoop, limit: u64) {
             transports.borrow_mut().clear();
         }
     }
-    for (name, m) in [
-        ("accept", &accept),
-        ("peer close", &close),
-        ("abort", &abort),
-    ] {
-        let max = m.iter().cloned().fold(f64::MIN, f64::max);
-        let min = m.iter().cloned().fold(f64::MAX, f64::min);
-        target_at_most(
-            &format!(
-                "TCP {name} per connection flat within 1.5x from n = {} to n = {}",
-                ns[0],
-                ns[ns.len() - 1]
-            ),
-            max,
-            min,
-            1.5,
-        );
+    tcp_flat(
+        "deferloop",
+        &ns,
+        &[
+            ("accept", &accept),
+            ("idle heap", &heaps),
+            ("peer close", &close),
+            ("abort", &abort),
+        ],
+    );
+}
+
+/// One row for a value measured once per n (min = median = max).
+fn record_once(section: &str, who: &str, unit: &str, v: f64) {
+    record_value(section, who, unit, Better::Lower, v, v, v);
+}
+
+/// The tokio side of [`tcp`], the same steps on a current-thread runtime: a
+/// task per accepted connection reading into a 1 KiB buffer (tokio's
+/// examples' size) until the peer closes, and an abort of every task (its
+/// socket closed as it is dropped). The longest turn is the longest gap
+/// between two polls of a task that yields each time it runs. Each wait is
+/// bounded: a stall fails the bench rather than hanging it.
+fn tcp_tokio(rt: &tokio::runtime::Runtime, limit: u64) {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+    use tokio::io::AsyncReadExt;
+
+    /// Counts a connection's task out when it ends or is aborted.
+    struct Gone(Arc<AtomicU64>);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Relaxed);
+        }
     }
+    /// Yields until `c` reaches `n`, for at most a minute.
+    async fn until(c: &AtomicU64, n: u64, what: &str) {
+        let t = Instant::now();
+        while c.load(Relaxed) < n {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "tokio: {what} stalled"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
+    let ns = tcp_ns(limit);
+    println!("\n### TCP connections on 127.0.0.1 (tokio)\n");
+    println!("The same steps and n as the deferloop table above, on tokio's current-thread");
+    println!("runtime: a task per connection, reading into a 1 KiB buffer until the peer");
+    println!("closes; the abort aborts every task. The longest turn is the longest gap");
+    println!("between two polls of a task that yields each time.\n");
+    println!("| n | accept ns/conn | idle heap bytes/conn | idle RSS bytes/conn | peer close ns/conn | longest turn during the peers' close µs | abort ns/conn |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    let (mut accept, mut heaps, mut close, mut abort) = (vec![], vec![], vec![], vec![]);
+    for &n in &ns {
+        for peer_closes in [true, false] {
+            let made = Arc::new(AtomicU64::new(0));
+            let lost = Arc::new(AtomicU64::new(0));
+            // The listen backlog deferloop's listener uses (tokio's `bind`
+            // takes 1,024): a backlog that overflows costs a handshake a
+            // SYN-ACK retransmission, a second.
+            let listener = {
+                let _g = rt.enter();
+                let sock = tokio::net::TcpSocket::new_v4().unwrap();
+                sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+                sock.listen(deferloop::net::Limits::DEFAULT.backlog as u32)
+                    .unwrap()
+            };
+            let addr = listener.local_addr().unwrap();
+            let rss0 = rss();
+            let heap0 = heap_in_use();
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let t0 = Instant::now();
+            let client = std::thread::spawn(move || {
+                let conns: Vec<_> = (0..n)
+                    .map(|_| std::net::TcpStream::connect(addr).unwrap())
+                    .collect();
+                let _ = go_rx.recv();
+                drop(conns);
+            });
+            let tasks = rt.block_on(async {
+                let mut tasks = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    let (mut s, _) = listener.accept().await.unwrap();
+                    let (made, gone) = (made.clone(), Gone(lost.clone()));
+                    tasks.push(tokio::spawn(async move {
+                        let _gone = gone;
+                        made.fetch_add(1, Relaxed);
+                        let mut buf = [0u8; 1024];
+                        while let Ok(1..) = s.read(&mut buf).await {}
+                    }));
+                }
+                until(&made, n, "accept").await;
+                tasks
+            });
+            let acc = t0.elapsed().as_nanos() as f64 / n as f64;
+            let per_conn = rss().saturating_sub(rss0) as f64 / n as f64;
+            let heap = heap_in_use().saturating_sub(heap0) as f64 / n as f64;
+            drop(listener);
+            if peer_closes {
+                let longest = Arc::new(AtomicU64::new(0));
+                let t1 = Instant::now();
+                go_tx.send(()).unwrap();
+                let per = rt.block_on(async {
+                    let l2 = longest.clone();
+                    let watch = tokio::spawn(async move {
+                        let mut last = Instant::now();
+                        loop {
+                            tokio::task::yield_now().await;
+                            let now = Instant::now();
+                            l2.fetch_max((now - last).as_nanos() as u64, Relaxed);
+                            last = now;
+                        }
+                    });
+                    until(&lost, n, "peer close").await;
+                    let per = t1.elapsed().as_nanos() as f64 / n as f64;
+                    watch.abort();
+                    per
+                });
+                client.join().unwrap();
+                accept.push(acc);
+                heaps.push(heap);
+                close.push(per);
+                print!(
+                    "| {n} | {acc:.0} | {heap:.0} | {per_conn:.0} | {per:.0} | {:.0} |",
+                    longest.load(Relaxed) as f64 / 1000.0
+                );
+                record_once("TCP accept", "tokio", "ns/conn", acc);
+                record_once("TCP idle heap", "tokio", "bytes/conn", heap);
+                record_once("TCP idle RSS", "tokio", "bytes/conn", per_conn);
+                record_once("TCP peer close", "tokio", "ns/conn", per);
+            } else {
+                let t1 = Instant::now();
+                for t in &tasks {
+                    t.abort();
+                }
+                rt.block_on(until(&lost, n, "abort"));
+                let per = t1.elapsed().as_nanos() as f64 / n as f64;
+                abort.push(per);
+                println!(" {per:.0} |");
+                record_once("TCP abort all", "tokio", "ns/conn", per);
+                go_tx.send(()).unwrap();
+                client.join().unwrap();
+            }
+        }
+    }
+    tcp_flat(
+        "tokio",
+        &ns,
+        &[
+            ("accept", &accept),
+            ("idle heap", &heaps),
+            ("peer close", &close),
+            ("abort", &abort),
+        ],
+    );
 }
 
 async fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) {

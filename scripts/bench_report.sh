@@ -77,6 +77,8 @@ fi
 run_baseline --bench loop
 echo "bench_report: loop micro-benchmarks" >&2
 "${prio[@]}" cargo bench --bench loop 2>/dev/null >"$work/loop.md"
+echo "bench_report: threadsafe calls, five runs" >&2
+BENCH_NICE="${prio[2]:-}" scripts/threadsafe_runs.sh 5 >"$work/threadsafe.md"
 run_baseline --bench deferred
 echo "bench_report: Deferred micro-benchmarks" >&2
 "${prio[@]}" cargo bench --bench deferred 2>/dev/null >"$work/deferred.md"
@@ -121,8 +123,8 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "## Targets"
   echo
-  grep -h '^- Target:' "$work/echo.md" "$work/loop.md" "$work/deferred.md" "$work/steps.md" "$work/ps_cost.md" \
-    "$work/scale.md" "$work/scale_instructions.md" || true
+  grep -h '^- Target:' "$work/echo.md" "$work/loop.md" "$work/threadsafe.md" "$work/deferred.md" \
+    "$work/steps.md" "$work/ps_cost.md" "$work/scale.md" "$work/scale_instructions.md" || true
   grep -h '^- Beside tokio' "$work/idle.md" | sed 's/^- /- Many idle connections, not a target: /' || true
   echo
   cat scripts/bench_notes.md
@@ -156,6 +158,10 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "## cargo bench --bench loop"
   cat "$work/loop.md"
+  echo
+  echo "## Threadsafe calls, five runs: scripts/threadsafe_runs.sh"
+  echo
+  cat "$work/threadsafe.md"
   echo
   echo "## cargo bench --bench deferred"
   cat "$work/deferred.md"

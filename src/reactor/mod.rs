@@ -18,6 +18,7 @@ mod published;
 mod raw;
 mod ready;
 mod remote;
+mod remote_queue;
 mod run;
 pub(crate) mod source;
 mod stats;
@@ -74,8 +75,9 @@ pub(crate) struct Inner {
     /// must then make the fd readable.
     watched: Cell<bool>,
     shared: Arc<CrossThread>,
-    /// The spare buffer the remote queue is swapped with (no allocation per drain).
-    spare: RefCell<remote::LoopHalf>,
+    /// The last drain of the remote queue stopped at a call still being
+    /// written: the next turn drains again and its poll does not wait.
+    remote_behind: Cell<bool>,
     running: Cell<bool>,
     /// What `Remote`s were last told about `running` (the embedded turns
     /// keep it set between turns; see run.rs).
@@ -185,7 +187,7 @@ impl EventLoop {
             events_full: Cell::new(false),
             watched: Cell::new(false),
             shared: Arc::new(CrossThread::new(waker)),
-            spare: RefCell::new(remote::LoopHalf::default()),
+            remote_behind: Cell::new(false),
             running: Cell::new(false),
             remote_running: Cell::new(false),
             stopping: Cell::new(false),

@@ -143,7 +143,7 @@ pub(crate) fn spawn_watchdog(shared: Arc<CrossThread>, threshold: Duration) -> s
             let mut reported: Option<(Instant, Duration)> = None;
             loop {
                 std::thread::sleep(tick);
-                if shared.lock().closed {
+                if shared.is_closed() {
                     return;
                 }
                 let Some((loc, since)) = shared.monitor.current() else {

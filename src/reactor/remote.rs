@@ -2,17 +2,21 @@
 //! `Remote` and `CrossThread`, the part of the loop's state that is `Send + Sync`.
 //!
 //! `call_soon_threadsafe` pushes a `Send` closure (stored inline when small,
-//! reactor/callback.rs) on a mutex-protected `Vec` and wakes the loop through a
-//! `mio::Waker` — but only if no wake is pending already: an atomic flag
-//! coalesces every call made while a wake is in flight into that one `eventfd`
-//! write, where asyncio pays one socket write per call. The loop clears the flag
-//! *before* taking the queue, so a call that lands after the take always wakes
-//! it again. The queue is swapped with a spare `Vec`, so draining allocates
-//! nothing. A call costs one lock (its count is kept under it) and a load of the
-//! flag: no other atomic. Tests: tests/loop_threadsafe.rs, tests/loop_callbacks.rs.
+//! reactor/callback.rs) on a lock-free list of blocks (remote_queue.rs: one
+//! compare-and-swap to claim a slot, a release store to publish it) and wakes
+//! the loop through a `mio::Waker` — but only if no wake is pending already:
+//! an atomic flag coalesces every call made while a wake is in flight into
+//! that one `eventfd` write, where asyncio pays one socket write per call. The
+//! loop clears the flag *before* it reads the queue's tail, so a call claimed
+//! after that read always wakes it again; one claimed before it but not yet
+//! written leaves the loop a zero poll timeout, to take it next turn. A call
+//! costs that claim, the store and a load of the flag: no lock, so a sender
+//! preempted halfway never holds up the others. `call_blocking`'s waiters, a
+//! rare path, keep a mutex of their own. Tests: tests/loop_threadsafe.rs,
+//! tests/loop_callbacks.rs, remote_queue.rs.
 
-use super::decay::Peak;
 use super::published::MonitorState;
+use super::remote_queue::{Drained, JobQueue};
 use super::Loop;
 use crate::deferred::Deferred;
 use crate::Error;
@@ -32,58 +36,9 @@ pub(crate) struct RemoteJob {
     pub(crate) loc: &'static Location<'static>,
 }
 
-/// Capacity, in calls, the remote queue's buffers keep past what recent
-/// turns took: a loop that gets fewer calls a turn never reallocates them.
-pub(crate) const REMOTE_KEEP: usize = 16 * 1024;
-
-/// The loop's half of the queue's double buffer: the `Vec` swapped with the
-/// queue at each drain, and what it takes to give a burst's memory back on
-/// both sides without reallocating under a steady load.
-#[derive(Default)]
-pub(crate) struct LoopHalf {
-    pub(crate) jobs: Vec<RemoteJob>,
-    /// The most calls a drain took recently (decay.rs).
-    peak: Peak,
-    /// The capacity handed to the queue at the last drain.
-    given: usize,
-}
-
-impl LoopHalf {
-    /// Takes the queued calls into `jobs`.
-    pub(crate) fn take(&mut self, shared: &CrossThread, now: impl FnOnce() -> Instant) {
-        self.given = self.jobs.capacity();
-        shared.take_jobs(&mut self.jobs);
-        self.peak.note(self.jobs.len(), now);
-    }
-
-    /// Once a turn: frees either buffer, once empty, if it holds more than
-    /// `REMOTE_KEEP` and four times what recent drains took. The clock is
-    /// read only while one does.
-    pub(crate) fn trim(&mut self, shared: &CrossThread, now: impl FnOnce() -> Instant) {
-        if !self.holds_burst() {
-            return;
-        }
-        let keep = REMOTE_KEEP.max(4 * self.peak.room(now()));
-        if self.jobs.is_empty() && self.jobs.capacity() > keep {
-            self.jobs = Vec::new();
-        }
-        if self.given > keep {
-            self.given = shared.shrink_if_empty(keep);
-        }
-    }
-
-    /// Whether either buffer has room past what is kept when quiet.
-    pub(crate) fn holds_burst(&self) -> bool {
-        self.jobs.capacity() > REMOTE_KEEP || self.given > REMOTE_KEEP
-    }
-}
-
-pub(crate) struct Queue {
-    pub(crate) jobs: Vec<RemoteJob>,
-    /// Calls ever queued: counted here, under the lock each call takes
-    /// anyway, rather than with an atomic add of its own.
-    calls: u64,
-    pub(crate) closed: bool,
+/// What blocking calls need besides the queue: whether the loop runs, and
+/// who waits for it.
+pub(crate) struct Control {
     pub(crate) running: bool,
     /// Blocking calls waiting for a result, told when the loop stops or closes.
     waiters: Vec<Weak<dyn Waiter>>,
@@ -117,7 +72,8 @@ impl<T: Send> Waiter for Slot<T> {
 
 /// State shared between the loop and its `Remote`s and monitors.
 pub(crate) struct CrossThread {
-    queue: Mutex<Queue>,
+    jobs: JobQueue,
+    control: Mutex<Control>,
     wake_pending: AtomicBool,
     waker: mio::Waker,
     wakes: AtomicU64,
@@ -130,10 +86,8 @@ pub(crate) struct CrossThread {
 impl CrossThread {
     pub(crate) fn new(waker: mio::Waker) -> CrossThread {
         CrossThread {
-            queue: Mutex::new(Queue {
-                jobs: Vec::new(),
-                calls: 0,
-                closed: false,
+            jobs: JobQueue::new(),
+            control: Mutex::new(Control {
                 running: false,
                 waiters: Vec::new(),
             }),
@@ -145,21 +99,14 @@ impl CrossThread {
         }
     }
 
-    /// The queue, even if a thread panicked while holding the lock (the data
-    /// is a plain `Vec` and flags: always consistent).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    /// The blocking calls' state, even if a thread panicked while holding
+    /// the lock (a flag and a list of weak references: always consistent).
+    fn control(&self) -> MutexGuard<'_, Control> {
+        self.control.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn push(&self, job: RemoteJob) -> Result<(), Error> {
-        {
-            let mut q = self.lock();
-            if q.closed {
-                return Err(Error::Closed);
-            }
-            q.jobs.push(job);
-            q.calls += 1;
-        }
+        self.jobs.push(job).map_err(|_| Error::Closed)?;
         self.wake();
         Ok(())
     }
@@ -168,10 +115,11 @@ impl CrossThread {
     pub(crate) fn wake(&self) {
         // A plain load first: while a wake is pending, callers only read the
         // shared cache line instead of bouncing it with a read-modify-write.
-        // Safe because a job pushed after the loop took the queue was pushed
-        // under the lock taken after the loop cleared the flag, so this load
-        // sees `false` (or a later `true` whose setter wakes the loop).
-        if self.wake_pending.load(Ordering::Acquire) {
+        // `SeqCst`, as the sender's claim of its slot and the loop's clear of
+        // the flag and read of the tail are: a claim the loop's read missed
+        // comes after its clear in that one order, so this load sees `false`
+        // (or a later `true` whose setter wakes the loop).
+        if self.wake_pending.load(Ordering::SeqCst) {
             return;
         }
         if !self.wake_pending.swap(true, Ordering::AcqRel) {
@@ -188,43 +136,45 @@ impl CrossThread {
         self.wake_pending.load(Ordering::Acquire)
     }
 
-    /// Moves every queued job into `spare` (which must be empty).
-    fn take_jobs(&self, spare: &mut Vec<RemoteJob>) {
-        self.wake_pending.store(false, Ordering::Release);
-        std::mem::swap(&mut self.lock().jobs, spare);
-    }
-
-    /// Frees the queue's buffer if it is empty and holds more than `keep`;
-    /// returns its capacity.
-    fn shrink_if_empty(&self, keep: usize) -> usize {
-        let mut q = self.lock();
-        if q.jobs.is_empty() && q.jobs.capacity() > keep {
-            q.jobs = Vec::new();
-        }
-        q.jobs.capacity()
+    /// Hands every call queued so far to `each`, in order, up to one still
+    /// being written by its sender. Returns whether it stopped there: the
+    /// loop then takes the rest in its next turn, without a wake-up.
+    pub(crate) fn take_jobs(&self, each: impl FnMut(RemoteJob)) -> bool {
+        self.wake_pending.swap(false, Ordering::SeqCst);
+        self.jobs.drain(false, each) == Drained::Behind
     }
 
     /// Refuses further calls and returns what was queued, to be dropped.
     pub(crate) fn close(&self) -> Vec<RemoteJob> {
-        let (jobs, waiters) = {
-            let mut q = self.lock();
-            q.closed = true;
-            (std::mem::take(&mut q.jobs), std::mem::take(&mut q.waiters))
-        };
+        self.jobs.close();
+        let mut jobs = Vec::new();
+        // Waits for the sends that claimed a slot before the close.
+        self.jobs.drain(true, |j| jobs.push(j));
+        let waiters = std::mem::take(&mut self.control().waiters);
         for w in waiters.iter().filter_map(Weak::upgrade) {
             w.abandon(|| Error::Closed);
         }
         jobs
     }
 
+    pub(crate) fn is_closed(&self) -> bool {
+        self.jobs.is_closed()
+    }
+
+    /// Blocks allocated by the queue (one at rest).
+    #[cfg(test)]
+    pub(crate) fn blocks(&self) -> usize {
+        self.jobs.blocks()
+    }
+
     pub(crate) fn set_running(&self, running: bool) {
         let waiters = {
-            let mut q = self.lock();
-            q.running = running;
+            let mut c = self.control();
+            c.running = running;
             if running {
                 return;
             }
-            std::mem::take(&mut q.waiters)
+            std::mem::take(&mut c.waiters)
         };
         for w in waiters.iter().filter_map(Weak::upgrade) {
             w.abandon(|| Error::Stopped);
@@ -341,18 +291,19 @@ impl Remote {
             loc: Location::caller(),
         };
         {
-            let mut q = self.shared.lock();
-            if q.closed {
+            // Under the lock, so a close or stop (which take the waiters
+            // under it) either sees this waiter or comes before the checks.
+            let mut c = self.shared.control();
+            if self.shared.is_closed() {
                 return Err(Error::Closed);
             }
-            if !q.running {
+            if !c.running {
                 return Err(Error::NotRunning);
             }
             let weak: Weak<dyn Waiter> = Arc::downgrade(&(slot.clone() as Arc<dyn Waiter>));
-            q.waiters.retain(|w| w.strong_count() > 0);
-            q.waiters.push(weak);
-            q.jobs.push(job);
-            q.calls += 1;
+            c.waiters.retain(|w| w.strong_count() > 0);
+            c.waiters.push(weak);
+            self.shared.jobs.push(job).map_err(|_| Error::Closed)?;
         }
         self.shared.wake();
         let deadline = crate::timers::later(Instant::now(), timeout);
@@ -384,12 +335,12 @@ impl Remote {
 
     /// Whether the loop has been closed (or dropped).
     pub fn is_closed(&self) -> bool {
-        self.shared.lock().closed
+        self.shared.is_closed()
     }
 
     /// How many calls were queued, and how many wake-up system calls they cost.
     pub fn wake_stats(&self) -> (u64, u64) {
-        let calls = self.shared.lock().calls;
+        let calls = self.shared.jobs.calls();
         (calls, self.shared.wakes.load(Ordering::Relaxed))
     }
 }

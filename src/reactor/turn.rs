@@ -42,39 +42,41 @@ impl Inner {
     }
 
     /// Step 1: gives back the buffer space of cancelled timers, and of a
-    /// past burst in the ready queue and the remote queue's two buffers,
-    /// each kept at a few times what recent turns used.
+    /// past burst in the ready queue, kept at a few times what recent turns
+    /// used. (The remote queue frees its blocks as it drains them.)
     fn trim(&self) {
         self.timers.borrow_mut().trim();
         self.ready.borrow_mut().trim(|| self.now());
-        self.spare.borrow_mut().trim(&self.shared, || self.now());
     }
 
     /// Whether a buffer holds a past burst's room that a later step 1 may
     /// give back (decay.rs).
     fn holds_burst(&self) -> bool {
-        self.ready.borrow().holds_burst() || self.spare.borrow().holds_burst()
+        self.ready.borrow().holds_burst()
     }
 
-    /// Step 2: zero if there is work, a pending stop, or events the last
-    /// poll had no room for; else until the earliest timer (capped at 24 h;
+    /// Step 2: zero if there is work, a pending stop, events the last poll
+    /// had no room for, or a remote call its sender was still writing; else until the earliest timer (capped at 24 h;
     /// with manual time, none: no timer comes due by waiting); else `None`
     /// (block). At most `DECAY` while a buffer holds a past burst's room, so
     /// an idle loop gives it back too (not with manual time: waiting moves
     /// no clock). Never more than `max_wait`, if given.
     pub(crate) fn poll_timeout(&self, max_wait: Option<Duration>) -> Option<Duration> {
-        let own =
-            if self.stopping.get() || self.events_full.get() || !self.ready.borrow().is_empty() {
-                Some(Duration::ZERO)
-            } else {
-                self.timers.borrow().next_deadline().and_then(|next| {
-                    let wait = next.saturating_duration_since(self.now());
-                    if self.manual.is_some() && !wait.is_zero() {
-                        return None;
-                    }
-                    Some(wait.min(MAX_TIMEOUT))
-                })
-            };
+        let own = if self.stopping.get()
+            || self.events_full.get()
+            || self.remote_behind.get()
+            || !self.ready.borrow().is_empty()
+        {
+            Some(Duration::ZERO)
+        } else {
+            self.timers.borrow().next_deadline().and_then(|next| {
+                let wait = next.saturating_duration_since(self.now());
+                if self.manual.is_some() && !wait.is_zero() {
+                    return None;
+                }
+                Some(wait.min(MAX_TIMEOUT))
+            })
+        };
         let own = if self.manual.is_none() && self.holds_burst() {
             Some(own.map_or(DECAY, |t| t.min(DECAY)))
         } else {
@@ -126,16 +128,15 @@ impl Inner {
         drop((io, events));
         // Remote calls: checked every turn (one atomic load), drained only if
         // some thread queued one since the last drain.
-        if self.shared.wake_pending() {
-            let mut spare = self.spare.borrow_mut();
-            spare.take(&self.shared, || self.now());
-            for job in spare.jobs.drain(..) {
+        if self.shared.wake_pending() || self.remote_behind.get() {
+            let behind = self.shared.take_jobs(|job| {
                 ready.push(Task {
                     job: Job::Call(job.f.into_local()),
                     ctx: Context::default(),
                     loc: job.loc,
                 });
-            }
+            });
+            self.remote_behind.set(behind);
         }
     }
 
@@ -243,21 +244,19 @@ mod tests {
         assert_eq!(ev.timer_count(), 10);
     }
 
-    /// After a burst of remote calls, both buffers the remote queue swaps
-    /// are kept through quiet turns within a `DECAY` and given back within
-    /// a few `DECAY` of quiet time, also when calls kept arriving through
-    /// the burst's drain (the last swap then hands the queue an emptied big
-    /// buffer).
+    /// A burst of remote calls, and a second one queued while the first
+    /// runs: the queue's blocks are freed as each drain takes them, so one
+    /// is left once the calls are taken, with no quiet time needed.
     #[test]
-    fn a_burst_s_buffers_are_given_back() {
-        use crate::reactor::remote::REMOTE_KEEP;
+    fn a_burst_s_remote_blocks_are_freed_as_drained() {
         let clock = crate::ManualClock::new();
         let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
         let remote = ev.remote();
         for _ in 0..100_000 {
             remote.call_soon_threadsafe(|_| {}).unwrap();
         }
-        // A second burst queued while the first runs.
+        let blocks = || ev.lp.inner.shared.blocks();
+        assert!(blocks() >= 100_000 / 63);
         let r2 = remote.clone();
         remote
             .call_soon_threadsafe(move |_| {
@@ -268,55 +267,12 @@ mod tests {
             .unwrap();
         let turn = || ev.run_once_timeout(Duration::ZERO).unwrap();
         turn();
+        assert!(blocks() >= 100_000 / 63, "the second burst, queued");
         turn();
-        let spare = || ev.lp.inner.spare.borrow().jobs.capacity();
-        let queue = || ev.lp.inner.shared.lock().jobs.capacity();
-        assert!(spare().max(queue()) >= 100_000);
-        for _ in 0..100 {
-            turn();
-        }
-        assert!(spare().max(queue()) >= 100_000, "kept within a DECAY");
-        for _ in 0..10 {
-            clock.advance(super::DECAY);
-            turn();
-        }
+        assert_eq!(blocks(), 1);
+        turn();
         assert!(ev.lp.inner.ready.borrow().is_empty());
-        assert!(spare() <= REMOTE_KEEP, "spare {}", spare());
-        assert!(queue() <= REMOTE_KEEP, "queue {}", queue());
-    }
-
-    /// A steady load larger than what is kept: no buffer is given back
-    /// between turns (it would only be grown again), also with the turns a
-    /// `DECAY` apart, each burst's peak halved by the next trim.
-    #[test]
-    fn a_steady_load_keeps_its_buffers() {
-        let clock = crate::ManualClock::new();
-        let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
-        let remote = ev.remote();
-        let turn = || ev.run_once_timeout(Duration::ZERO).unwrap();
-        let caps = || {
-            (
-                ev.lp.inner.spare.borrow().jobs.capacity(),
-                ev.lp.inner.shared.lock().jobs.capacity(),
-            )
-        };
-        let mut seen = Vec::new();
-        for i in 0..30 {
-            // Not quite the same each turn.
-            for _ in 0..[33_000, 32_000, 32_000][i % 3] {
-                remote.call_soon_threadsafe(|_| {}).unwrap();
-            }
-            turn();
-            seen.push(caps());
-            clock.advance(super::DECAY);
-        }
-        assert!(
-            seen[4..].iter().all(|&(a, b)| a >= 33_000 && b >= 33_000)
-                && seen[4..]
-                    .windows(2)
-                    .all(|w| w[0] == w[1] || w[0] == (w[1].1, w[1].0)),
-            "{seen:?}"
-        );
+        assert_eq!(remote.wake_stats().0, 200_001);
     }
 
     /// A loop that goes idle after a burst gives its memory back by itself:
@@ -324,7 +280,6 @@ mod tests {
     /// the turn that gives it back blocks again (here until its 2.5 s).
     #[test]
     fn an_idle_loop_gives_a_burst_s_buffers_back() {
-        use crate::reactor::remote::REMOTE_KEEP;
         use std::time::Instant;
         let ev = EventLoop::new().unwrap();
         let remote = ev.remote();
@@ -345,7 +300,7 @@ mod tests {
         // Without the cap, each turn would wait its 2.5 s.
         let gave_back = last_turn - start;
         assert!(gave_back < Duration::from_millis(1500), "{gave_back:?}");
-        assert!(ev.lp.inner.spare.borrow().jobs.capacity() <= REMOTE_KEEP);
+        assert_eq!(ev.lp.inner.shared.blocks(), 1);
         assert_eq!(ev.lp.inner.poll_timeout(None), None, "blocks again");
     }
 }
