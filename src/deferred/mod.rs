@@ -98,7 +98,7 @@ pub use task::{defer_later, LoopingCall};
 pub use unhandled::{set_unhandled_failure_hook, UnhandledFailure, UnhandledFailureHook};
 
 use crate::Failure;
-pub(crate) use node::Spare;
+pub(crate) use node::{CancelHook, Spare};
 use node::{Node, NodeRef, Res, StepFn, Value, WeakNode};
 use repr::Repr;
 use std::cell::Cell;
@@ -313,6 +313,14 @@ impl<T: 'static> Deferred<T> {
                 f(&Resolver::from_node(node.clone(), at))
             }));
         (d, r)
+    }
+
+    /// Tells `hook` when this Deferred is cancelled unfired, after it has
+    /// failed with [`Cancelled`] (its callbacks have run). Unlike a
+    /// canceller, costs no allocation: `hook` is a weak reference to what
+    /// the producer holds anyway.
+    pub(crate) fn tell_on_cancel(&self, hook: std::rc::Weak<dyn CancelHook>) {
+        self.node().borrow_mut().set_cancel_hook(hook);
     }
 
     /// Adds `step` to the chain (it runs at once if the Deferred has fired

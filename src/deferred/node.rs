@@ -24,7 +24,7 @@
 //! value: a cleanup pad would pin the value to the stack (see `Value::take`).
 
 pub(crate) use super::callback::Callback;
-pub(crate) use super::cancel::{add_resolver, cancel, drop_resolver};
+pub(crate) use super::cancel::{add_resolver, cancel, drop_resolver, CancelHook, OnCancel};
 use super::errors::AlreadyCalled;
 use super::links::{InlineLinks, Links};
 use super::run::{call, run, run_calls, settle, Next};
@@ -168,7 +168,7 @@ pub(crate) struct Node {
     /// The Deferred this one waits on (implicit chaining) or is fed by
     /// (`chain_deferred`).
     pub(super) chained_to: Option<WeakNode>,
-    pub(super) canceller: Option<Canceller>,
+    pub(super) canceller: Option<OnCancel>,
     pub(super) created_at: &'static Location<'static>,
     pub(super) fired_at: Option<&'static Location<'static>>,
 }
@@ -254,7 +254,12 @@ impl Node {
     }
 
     pub(crate) fn set_canceller(&mut self, c: Canceller) {
-        self.canceller = Some(c);
+        self.canceller = Some(OnCancel::Run(c));
+    }
+
+    /// Tells `hook` when this node is cancelled (see [`OnCancel::Tell`]).
+    pub(crate) fn set_cancel_hook(&mut self, hook: Weak<dyn CancelHook>) {
+        self.canceller = Some(OnCancel::Tell(hook));
     }
 
     /// After a result was stored: whether links are queued behind it.

@@ -5,7 +5,7 @@
 //! `relay.rs`.
 //! Tests: tests/net_stream_*.rs.
 
-use crate::deferred::Cancelled;
+use crate::deferred::{CancelHook, Cancelled};
 use crate::net::blocks::stream_state::{
     lost, notify, pump, update_reading, Done, Request, StreamCell, StreamState, Want,
 };
@@ -42,7 +42,10 @@ use std::rc::Rc;
 ///   read takes bytes out, so a peer that sends faster than the program asks
 ///   is pushed back by TCP.
 /// - **Cancel-safe.** Cancelling a read drops the request, never the data: the
-///   bytes that had arrived stay in the buffer for the next read.
+///   bytes that had arrived stay in the buffer for the next read. A read
+///   cancelled while others wait behind it (a timed-out `read_line` ahead of
+///   pipelined reads) lets them go on at once, answered from what is
+///   buffered, without waiting for more input.
 /// - **Stack-safe.** A read never fires inside the call that asks for it: a
 ///   read that can complete at once fires from the loop (in this turn if a
 ///   read of the same stream is firing, else in the next), so a loop that
@@ -176,6 +179,7 @@ impl Stream {
             on_made: None,
         };
         let (transport, _, connected) = connect(proto).into_parts();
+        shared.borrow_mut().transport = transport.clone();
         let stream = Stream { shared, transport };
         // Held strongly until the connect is settled: a failed connect drops
         // the protocol (the state's other owner) before this runs, and a
@@ -247,6 +251,7 @@ impl Stream {
             on_made: None,
         };
         let (transport, peer) = memory::open(lp, proto)?;
+        shared.borrow_mut().transport = transport.clone();
         Ok((Stream { shared, transport }, peer))
     }
 
@@ -353,13 +358,18 @@ impl Stream {
     }
 
     /// A Deferred for a read, in the storage of the last read's if nothing
-    /// holds that any more. It has no canceller: a cancelled read fires with
+    /// holds that any more. It has no canceller: a cancelled read fails with
     /// `Cancelled` at once, and its request is dropped when it reaches the
-    /// head of the queue, without taking any bytes.
+    /// head of the queue, without taking any bytes. The stream is told of the
+    /// cancel (through a weak reference to its state: no allocation), so
+    /// that the reads behind a cancelled head are answered from what is
+    /// buffered without waiting for more input.
     #[track_caller]
     fn deferred<T: 'static>(&self) -> (Deferred<T>, Resolver<T>) {
         let spare = self.shared.borrow_mut().spare.take();
         let (d, r) = Deferred::new_in(spare);
+        let hook: std::rc::Weak<StreamCell> = Rc::downgrade(&self.shared);
+        d.tell_on_cancel(hook);
         d.tag_wait(|| crate::deferred::registry::Wait::Read {
             peer: self
                 .peer_addr()
@@ -415,6 +425,29 @@ impl Stream {
 
     pub(super) fn update_reading(&self) {
         update_reading(&self.shared, &self.transport);
+    }
+}
+
+/// A read was cancelled. A cancelled read at the head of the queue holds up
+/// the reads behind it until it is dropped: look at the queue again (from
+/// the loop, as for any read that can complete), so that they are answered
+/// from what is buffered, or from an end of file, without waiting for input
+/// that may never come.
+impl CancelHook for StreamCell {
+    fn cancelled(self: Rc<Self>) {
+        let transport = {
+            let st = self.borrow();
+            if !st.head_cancelled() {
+                // One behind the head: dropped once the head is answered.
+                return;
+            }
+            st.transport.clone()
+        };
+        Stream {
+            shared: self,
+            transport,
+        }
+        .schedule(true);
     }
 }
 
@@ -478,6 +511,7 @@ impl Protocol for StreamProtocol {
             if let Some(lp) = t.event_loop() {
                 st.lp = lp.downgrade();
             }
+            st.transport = t.clone();
             st.connected = Some(Ok(()));
             std::mem::take(&mut st.waiters)
         };

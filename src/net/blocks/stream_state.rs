@@ -154,7 +154,8 @@ pub(super) struct StreamState {
     /// Set once the connection is gone (or its connect failed): the reason.
     pub(super) lost: Option<Option<Failure>>,
     /// Reads asked for, oldest first. A cancelled one stays until it is at
-    /// the head, where it is dropped without taking anything.
+    /// the head, where it is dropped without taking anything (its cancel
+    /// schedules a look at the queue, see `CancelHook for StreamCell`).
     pub(super) pending: VecDeque<Request>,
     /// The storage of the last read's Deferred, for the next read's.
     pub(super) spare: Option<Spare>,
@@ -167,6 +168,9 @@ pub(super) struct StreamState {
     pub(super) connected: Option<Result<(), Failure>>,
     pub(super) waiters: Vec<Resolver<()>>,
     pub(super) lp: WeakLoop,
+    /// The connection's transport (a weak handle), for what runs without
+    /// one at hand: a read's cancel.
+    pub(super) transport: Transport,
     /// The producer writing into this stream (see `producer.rs`).
     pub(super) producer: Option<Box<dyn Producer>>,
     pub(super) producer_gen: u64,
@@ -195,6 +199,7 @@ impl StreamState {
             connected: None,
             waiters: Vec::new(),
             lp,
+            transport: Transport::dangling(),
             producer: None,
             producer_gen: 0,
             tap: None,
@@ -275,10 +280,15 @@ impl StreamState {
         }
     }
 
+    /// Whether the head request was cancelled (and waits to be dropped).
+    pub(super) fn head_cancelled(&self) -> bool {
+        self.pending.front().is_some_and(|r| r.done.is_called())
+    }
+
     /// The head request if it was cancelled (its Deferred fired): removed,
     /// to be dropped once this state is no longer borrowed.
     pub(super) fn pop_cancelled(&mut self) -> Option<Request> {
-        if !self.pending.front()?.done.is_called() {
+        if !self.head_cancelled() {
             return None;
         }
         self.scanned = 0;
