@@ -151,3 +151,72 @@ fn buffer_updated_by_default_passes_the_new_bytes_to_data_received() {
     ev.run_once().unwrap();
     assert_eq!(&*got.borrow(), b"hello, world");
 }
+
+#[test]
+fn a_stream_over_tcp_reads_into_its_own_buffer_and_loses_nothing() {
+    // Messages of growing and shrinking sizes (the stream sizes the room it
+    // lends by the last read), read with each kind of read.
+    use deferloop::net::Stream;
+    let ev = EventLoop::new().unwrap();
+    let got = Rc::new(RefCell::new(Vec::new()));
+    let (done, r) = Deferred::new();
+    let r = Rc::new(RefCell::new(Some(r)));
+    let g = got.clone();
+    fn read_all(
+        s: Stream,
+        i: usize,
+        got: Rc<RefCell<Vec<u8>>>,
+        done: Rc<RefCell<Option<Resolver<()>>>>,
+    ) {
+        let d = match i % 3 {
+            0 => s.read_exactly(1 + i * 997 % 150_000),
+            1 => s.read_until(b"\xff"),
+            _ => s.read_some(),
+        };
+        let _ = d.add_both(move |r| {
+            match r {
+                Ok(bytes) if !bytes.is_empty() => {
+                    got.borrow_mut().extend_from_slice(&bytes);
+                    read_all(s, i + 1, got, done);
+                }
+                Ok(_) => {
+                    done.borrow_mut().take().unwrap().callback(()).unwrap();
+                }
+                Err(f) => {
+                    let partial = f
+                        .downcast_ref::<deferloop::net::IncompleteRead>()
+                        .map(|e| e.partial.clone())
+                        .unwrap_or_default();
+                    got.borrow_mut().extend_from_slice(&partial);
+                    done.borrow_mut().take().unwrap().callback(()).unwrap();
+                }
+            }
+            Ok::<(), deferloop::Failure>(())
+        });
+    }
+    let l = Stream::listen_tcp(&ev, "127.0.0.1:0".parse().unwrap(), move |s| {
+        s.set_read_limit(1 << 20); // read_until takes whole messages
+        read_all(s, 0, g.clone(), r.clone());
+    })
+    .unwrap();
+    let addr = l.local_addr().as_inet().unwrap();
+    let mut sent = Vec::new();
+    for i in 0..60usize {
+        let len = [10, 100_000, 3_000, 250_000, 1, 40_000][i % 6] + i;
+        let mut m = message(len);
+        m.push(0xff);
+        sent.extend_from_slice(&m);
+    }
+    let to_send = sent.clone();
+    let client = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        for piece in to_send.chunks(70_000) {
+            s.write_all(piece).unwrap();
+        }
+    });
+    ev.run_until(done).unwrap();
+    client.join().unwrap();
+    assert_eq!(got.borrow().len(), sent.len());
+    assert!(*got.borrow() == sent, "every byte, in order");
+    drop(l);
+}

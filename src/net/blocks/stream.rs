@@ -41,6 +41,10 @@ use std::rc::Rc;
 ///   and no read is waiting for more; then the connection is not read until a
 ///   read takes bytes out, so a peer that sends faster than the program asks
 ///   is pushed back by TCP.
+/// - **No copy on the way in.** From a TCP or Unix socket, bytes are read
+///   straight into the stream's buffer (it lends it to the read, asyncio's
+///   `BufferedProtocol`), and a read that takes all of it gets that buffer
+///   itself; over TLS the plaintext is copied in from the TLS layer.
 /// - **Cancel-safe.** Cancelling a read drops the request, never the data: the
 ///   bytes that had arrived stay in the buffer for the next read. A read
 ///   cancelled while others wait behind it (a timed-out `read_line` ahead of
@@ -539,6 +543,24 @@ impl Protocol for StreamProtocol {
             }
         };
         if !copied {
+            pump(&self.shared, t);
+        }
+    }
+
+    /// The stream's own buffer, for the read to append to: no copy through
+    /// the loop's read buffer. Not while the stream is copied (its bytes
+    /// pass on, see `relay.rs`).
+    fn get_buffer(&mut self, _t: &Transport, size_hint: usize) -> Option<Vec<u8>> {
+        let mut st = self.shared.borrow_mut();
+        if st.tap.is_some() {
+            return None;
+        }
+        Some(st.lend(size_hint))
+    }
+
+    fn buffer_updated(&mut self, t: &Transport, buffer: Vec<u8>, n: usize) {
+        self.shared.borrow_mut().put_back(buffer, n);
+        if n > 0 {
             pump(&self.shared, t);
         }
     }

@@ -171,6 +171,9 @@ pub(super) struct StreamState {
     /// The connection's transport (a weak handle), for what runs without
     /// one at hand: a read's cancel.
     pub(super) transport: Transport,
+    /// The last read into `buf` (see `lend`): its size, and whether it
+    /// filled the room it was lent.
+    pub(super) last_read: (usize, bool),
     /// The producer writing into this stream (see `producer.rs`).
     pub(super) producer: Option<Box<dyn Producer>>,
     pub(super) producer_gen: u64,
@@ -180,6 +183,9 @@ pub(super) struct StreamState {
 
 /// Capacity a read buffer keeps once emptied (see `StreamState::consume`).
 const KEEP: usize = 16 * 1024;
+
+/// The least room a read is lent (see `StreamState::lend`).
+const MIN_LEND: usize = 4096;
 
 impl StreamState {
     pub(super) fn new(lp: WeakLoop) -> StreamState {
@@ -200,6 +206,7 @@ impl StreamState {
             waiters: Vec::new(),
             lp,
             transport: Transport::dangling(),
+            last_read: (0, false),
             producer: None,
             producer_gen: 0,
             tap: None,
@@ -228,9 +235,20 @@ impl StreamState {
     /// not much more than `n` (so the caller holds no large idle capacity):
     /// one copy per read (into the buffer) instead of two.
     pub(super) fn take(&mut self, n: usize) -> Vec<u8> {
-        if self.pos == 0 && n == self.buf.len() && self.buf.capacity() <= n + n / 2 {
-            self.scanned = 0;
-            return std::mem::take(&mut self.buf);
+        if self.pos == 0 && n == self.buf.len() {
+            if self.buf.capacity() <= n + n / 2 {
+                self.scanned = 0;
+                return std::mem::take(&mut self.buf);
+            }
+            if n >= KEEP {
+                // A large read lent more room than it took: the room is given
+                // back (a `realloc` that shrinks in place), not the bytes
+                // copied.
+                self.scanned = 0;
+                let mut whole = std::mem::take(&mut self.buf);
+                whole.shrink_to_fit();
+                return whole;
+            }
         }
         let out = self.buf[self.pos..self.pos + n].to_vec();
         self.consume(n);
@@ -263,6 +281,36 @@ impl StreamState {
 
     pub(super) fn push(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
+    }
+
+    /// The buffer, lent for a read straight into it (`Protocol::get_buffer`;
+    /// `put_back` returns it), with room for at most `hint` bytes: about a
+    /// quarter more than the last read (twice as much if that filled its
+    /// room), at least [`MIN_LEND`]. A message the size of the last fits
+    /// with room to spare, so its read is short (the core need not read
+    /// again to find the socket empty), and a buffer read whole is handed to
+    /// the read that takes it with little idle capacity (see `take`).
+    pub(super) fn lend(&mut self, hint: usize) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.buf);
+        let (last, filled) = self.last_read;
+        let grown = if filled {
+            last.saturating_mul(2)
+        } else {
+            last + last / 4
+        };
+        let want = grown.max(MIN_LEND).min(hint);
+        if buf.capacity() - buf.len() < want {
+            buf.reserve(want);
+        }
+        buf
+    }
+
+    /// The lent buffer, back with `n` bytes appended.
+    pub(super) fn put_back(&mut self, buf: Vec<u8>, n: usize) {
+        if n > 0 {
+            self.last_read = (n, buf.len() == buf.capacity());
+        }
+        self.buf = buf;
     }
 
     /// The failure a read that cannot complete gets: the connection's loss
