@@ -187,6 +187,12 @@ const KEEP: usize = 16 * 1024;
 /// The least room a read is lent (see `StreamState::lend`).
 const MIN_LEND: usize = 4096;
 
+/// The most room a read is lent: under the allocator's usual threshold for
+/// a fresh `mmap` (glibc's starts at 128 KiB), so that a buffer handed out
+/// and freed by each read reuses warm heap memory instead of costing a map,
+/// an unmap and a page fault per 4 KiB the kernel writes.
+const MAX_LEND: usize = 120 * 1024;
+
 impl StreamState {
     pub(super) fn new(lp: WeakLoop) -> StreamState {
         StreamState {
@@ -293,12 +299,16 @@ impl StreamState {
     pub(super) fn lend(&mut self, hint: usize) -> Vec<u8> {
         let mut buf = std::mem::take(&mut self.buf);
         let (last, filled) = self.last_read;
-        let grown = if filled {
+        let grown = if last >= KEEP {
+            // Large reads: room for all the socket may hold, as the loop's
+            // own buffer has, so that a message is one read, not several.
+            MAX_LEND
+        } else if filled {
             last.saturating_mul(2)
         } else {
             last + last / 4
         };
-        let want = grown.max(MIN_LEND).min(hint);
+        let want = grown.max(MIN_LEND).min(hint).min(MAX_LEND);
         if buf.capacity() - buf.len() < want {
             buf.reserve(want);
         }
