@@ -5,7 +5,9 @@
 //! every second how many connections each loop has served, asking the
 //! others through their `Remote`s. Prints the address it bound first.
 //!
-//! Run: `cargo run --release --example echo_cores -- 127.0.0.1:7000 [LOOPS]`
+//! Run: `cargo run --release --example echo_cores -- 127.0.0.1:7000 [LOOPS [GRACE_SECS]]`
+//! (GRACE_SECS: how long a signal's drain waits for open connections, 5 by
+//! default).
 
 use deferloop::cores::{Cores, Peers};
 use deferloop::net::{Protocol, Transport};
@@ -64,17 +66,20 @@ pub fn census(peers: &Peers, report: impl FnOnce(Vec<u64>) + Send + 'static) {
     });
 }
 
-/// Starts the pool on `addr` with `loops` loops; every `period` loop 0
-/// takes a census and gives it to `report`.
+/// Starts the pool on `addr` with `loops` loops, draining for at most
+/// `grace` on a signal; every `period` loop 0 takes a census and gives it
+/// to `report`.
 pub fn start(
     addr: SocketAddr,
     loops: usize,
+    grace: Duration,
     period: Duration,
     report: impl Fn(Vec<u64>) + Send + Sync + 'static,
 ) -> Result<Cores, Error> {
     let report = std::sync::Arc::new(report);
     Cores::builder()
         .loops(loops)
+        .grace(grace)
         .listen_tcp(addr, |_| Echo)
         .on_first(move |lp, peers| {
             // The designated loop: process-wide duties go here. A signal
@@ -103,7 +108,11 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<(), Box<dyn std::er
         Some(n) => n.parse().map_err(|e| format!("loops {n:?}: {e}"))?,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    let cores = start(addr, loops, Duration::from_secs(1), |counts| {
+    let grace = match args.next() {
+        Some(g) => Duration::from_secs(g.parse().map_err(|e| format!("grace {g:?}: {e}"))?),
+        None => Duration::from_secs(5),
+    };
+    let cores = start(addr, loops, grace, Duration::from_secs(1), |counts| {
         eprintln!("connections served per loop: {counts:?}");
     })?;
     println!("{}", cores.local_addrs()[0]);

@@ -16,7 +16,7 @@ use std::time::Duration;
 /// How long the target may take to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a side may take to flush once the other side is gone.
-const LINGER: Duration = Duration::from_secs(5);
+pub const LINGER: Duration = Duration::from_secs(5);
 
 /// Listens on `addr`, relaying every connection to `target`. `relay` reads
 /// one side only while the other takes what it is sent, passes half-closes
@@ -28,15 +28,26 @@ pub fn start(
     addr: SocketAddr,
     target: SocketAddr,
 ) -> Result<Listener, deferloop::Error> {
+    start_with(ev, addr, target, CONNECT_TIMEOUT, LINGER)
+}
+
+/// [`start`] with other timeouts than `CONNECT_TIMEOUT` and `LINGER`.
+pub fn start_with(
+    ev: &EventLoop,
+    addr: SocketAddr,
+    target: SocketAddr,
+    connect_timeout: Duration,
+    linger: Duration,
+) -> Result<Listener, deferloop::Error> {
     let lp = ev.to_loop();
     Stream::listen_tcp(ev, addr, move |client| {
         let upstream = Stream::connect(&lp, target);
-        client.set_linger(LINGER);
-        upstream.set_linger(LINGER); // applies once it is up
+        client.set_linger(linger);
+        upstream.set_linger(linger); // applies once it is up
                                      // The timeout cancels the connect, which fails the relay.
         upstream
             .connected()
-            .add_timeout(CONNECT_TIMEOUT, &lp)
+            .add_timeout(connect_timeout, &lp)
             .add_both(|_| Ok::<_, Failure>(()))
             .detach();
         relay(&client, &upstream)

@@ -18,11 +18,10 @@ cd "$(dirname "$0")/.."
 secs=${1:-30}
 shift || true
 targets=("$@")
-# stream_reads is left out of the default run while the stall it found is
-# open (fuzz/known/stream_reads/, RELIABILITY.md's bugs table): it finds it
-# within 30 s. Run it by name: scripts/fuzz.sh 60 stream_reads.
-[ ${#targets[@]} -gt 0 ] || targets=(line_decoder length_decoder deferred_ops framing_dispatch
-    write_buffer deferred_lists http_request)
+# Inputs that once failed sit among the seeds (fuzz/seeds/<target>/crash-*),
+# so every run replays them first.
+[ ${#targets[@]} -gt 0 ] || targets=(line_decoder length_decoder deferred_ops stream_reads
+    framing_dispatch write_buffer deferred_lists http_request)
 sanitizer=${FUZZ_SANITIZER:-address}
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

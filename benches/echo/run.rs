@@ -817,11 +817,11 @@ fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>
     // The convenience of Deferred reads, beside the raw protocol
     // (the callbacks server: `data_received` writes the slice back).
     let what = format!(
-        "echo {}: Deferred reads server CPU per request at most 1.15× the raw protocol server's",
+        "echo {}: Deferred reads server CPU per request at most 1.05× the raw protocol server's",
         kib(size)
     );
     match find(READS).and_then(|i| paired(i, CALLBACKS, &|s| s.cpu_us)) {
-        Some(r) => paired_target(&what, r, Better::Lower, 1.15),
+        Some(r) => paired_target(&what, r, Better::Lower, 1.05),
         None => not_measured(&what),
     }
     if let Some(tls) = find(TLS_CALLBACKS) {

@@ -1,11 +1,12 @@
-//! How a chain ends without its producer's value: `cancel` (Twisted's rules)
+//! How a chain ends without its producer's value: `cancel` (Twisted's rules,
+//! and the allocation-free cancel hook)
 //! and abandonment (the last `Resolver` dropped unfired fails the chain with
 //! `Abandoned`); `CancelHandle` and `cancel_weak`, cancelling through a weak
 //! reference. Tests: below (the Resolver count) and
 //! tests/deferred_cancel.rs, tests/deferred_abandoned.rs.
 
 use super::errors::{Abandoned, Cancelled};
-use super::node::{NodeRef, WeakNode};
+use super::node::{NodeRef, OnCancel, WeakNode};
 use super::run::fire;
 use crate::Failure;
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
@@ -94,6 +95,7 @@ fn abandon(
 ///   node, a `Cancelled` failure follows (nothing is suppressed later). A panicking
 ///   canceller leaves the node unfired and is logged.
 /// - Not fired, no canceller: errback with `Cancelled` and absorb one later fire.
+///   A cancel hook is told after that errback (its callbacks have run).
 /// - Fired and waiting on an inner Deferred: cancel the inner one instead.
 /// - Otherwise nothing.
 #[track_caller]
@@ -102,7 +104,7 @@ pub(crate) fn cancel(node: &NodeRef) {
     let mut n = node.borrow_mut();
     if !n.called {
         match n.canceller.take() {
-            Some(c) => {
+            Some(OnCancel::Run(c)) => {
                 // Counted as a Resolver while the canceller runs: one that
                 // drops the producer's Resolvers (a lock forgetting a
                 // waiter) must not abandon the Deferred before `Cancelled`.
@@ -120,10 +122,15 @@ pub(crate) fn cancel(node: &NodeRef) {
                 }
                 drop_resolver(node, at);
             }
-            None => {
+            hook => {
                 n.suppress_already_called = true;
                 drop(n);
                 let _ = fire(node, Err(Failure::with_origin(Cancelled, at)), at);
+                if let Some(OnCancel::Tell(hook)) = hook {
+                    if let Some(hook) = hook.upgrade() {
+                        hook.cancelled();
+                    }
+                }
             }
         }
     } else if n.waiting {
@@ -205,6 +212,46 @@ mod tests {
         assert_eq!(node.borrow().resolvers, 0);
         let f = take_result(&node).unwrap().err().unwrap();
         assert!(f.check::<Cancelled>(), "{f:?}");
+    }
+
+    #[test]
+    fn a_cancel_hook_is_told_after_the_cancelled_failure_has_run() {
+        use crate::deferred::node::CancelHook;
+        use std::cell::{Cell, RefCell};
+        struct Hook(Cell<usize>, RefCell<Option<NodeRef>>);
+        impl CancelHook for Hook {
+            fn cancelled(self: Rc<Self>) {
+                // The node has failed, and its callbacks have run.
+                let node = self.1.borrow().clone().unwrap();
+                assert!(node.borrow().called);
+                assert!(node.borrow().links.is_empty());
+                self.0.set(self.0.get() + 1);
+            }
+        }
+        let node = Node::new_ref(here());
+        let hook = Rc::new(Hook(Cell::new(0), RefCell::new(Some(node.clone()))));
+        let weak: Weak<Hook> = Rc::downgrade(&hook);
+        node.borrow_mut().set_cancel_hook(weak);
+        listen(&node);
+        cancel(&node);
+        assert_eq!(hook.0.get(), 1);
+        cancel(&node);
+        assert_eq!(hook.0.get(), 1, "told once");
+        let f = take_result(&node).unwrap().err().unwrap();
+        assert!(f.check::<Cancelled>(), "{f:?}");
+        // A hook gone is not told; a fire drops the hook.
+        let node = Node::new_ref(here());
+        let gone: Weak<Hook> = Rc::downgrade(&Rc::new(Hook(Cell::new(0), RefCell::new(None))));
+        node.borrow_mut().set_cancel_hook(gone);
+        cancel(&node);
+        assert!(node.borrow().called);
+        let node = Node::new_ref(here());
+        node.borrow_mut()
+            .set_cancel_hook(Rc::downgrade(&hook) as Weak<dyn CancelHook>);
+        let _ = fire(&node, Ok(crate::deferred::node::Value::new(1u8)), here());
+        assert!(node.borrow().canceller.is_none());
+        assert_eq!(Rc::weak_count(&hook), 0);
+        hook.1.borrow_mut().take();
     }
 
     #[test]

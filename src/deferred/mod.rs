@@ -99,6 +99,7 @@ pub use unhandled::{set_unhandled_failure_hook, UnhandledFailure, UnhandledFailu
 
 use crate::Failure;
 pub(crate) use cancel::{cancel_weak, CancelHandle};
+pub(crate) use node::CancelHook;
 use node::{Node, NodeRef, Res, StepFn, Value, WeakNode};
 use repr::Repr;
 pub(crate) use spare::Spare;
@@ -314,6 +315,14 @@ impl<T: 'static> Deferred<T> {
                 f(&Resolver::from_node(node.clone(), at))
             }));
         (d, r)
+    }
+
+    /// Tells `hook` when this Deferred is cancelled unfired, after it has
+    /// failed with [`Cancelled`] (its callbacks have run). Unlike a
+    /// canceller, costs no allocation: `hook` is a weak reference to what
+    /// the producer holds anyway.
+    pub(crate) fn tell_on_cancel(&self, hook: std::rc::Weak<dyn CancelHook>) {
+        self.node().borrow_mut().set_cancel_hook(hook);
     }
 
     /// Adds `step` to the chain (it runs at once if the Deferred has fired

@@ -36,6 +36,24 @@ pub(crate) type Res = Result<Value, Failure>;
 /// A canceller, called with the node it cancels.
 pub(crate) type Canceller = Box<dyn FnOnce(&NodeRef)>;
 
+/// What `cancel` does besides failing an unfired node with `Cancelled`.
+pub(crate) enum OnCancel {
+    /// Runs first, and may fire the node itself (`Deferred::with_canceller`).
+    Run(Canceller),
+    /// Told once the node has failed with `Cancelled`, through a weak
+    /// reference its producer holds anyway: a producer that makes many
+    /// Deferreds (a stream's reads) hears of a cancel without an allocation
+    /// per Deferred.
+    Tell(Weak<dyn CancelHook>),
+}
+
+/// A producer told of a cancel (see [`OnCancel::Tell`]).
+pub(crate) trait CancelHook {
+    /// One of this producer's Deferreds was cancelled; it has failed with
+    /// `Cancelled`, and its callbacks have run.
+    fn cancelled(self: Rc<Self>);
+}
+
 /// What a link's callback produced; also the slot its input is passed in.
 pub(crate) enum Outcome {
     /// A plain result: continue with it.
@@ -199,7 +217,7 @@ pub(crate) struct Node {
     /// The Deferred this one waits on (implicit chaining) or is fed by
     /// (`chain_deferred`).
     pub(super) chained_to: Option<WeakNode>,
-    pub(super) canceller: Option<Canceller>,
+    pub(super) canceller: Option<OnCancel>,
     pub(super) created_at: &'static Location<'static>,
     pub(super) fired_at: Option<&'static Location<'static>>,
 }
@@ -285,7 +303,12 @@ impl Node {
     }
 
     pub(crate) fn set_canceller(&mut self, c: Canceller) {
-        self.canceller = Some(c);
+        self.canceller = Some(OnCancel::Run(c));
+    }
+
+    /// Tells `hook` when this node is cancelled (see [`OnCancel::Tell`]).
+    pub(crate) fn set_cancel_hook(&mut self, hook: Weak<dyn CancelHook>) {
+        self.canceller = Some(OnCancel::Tell(hook));
     }
 
     /// After a result was stored: whether links are queued behind it.

@@ -147,6 +147,37 @@ pub trait Protocol: Any {
     /// Bytes arrived. `data` borrows the loop's read buffer: copy what you keep.
     fn data_received(&mut self, transport: &Transport, data: &[u8]);
 
+    /// Where the next read's bytes go, for a protocol that keeps them in a
+    /// buffer of its own (asyncio's `BufferedProtocol.get_buffer`): return
+    /// your `Vec` and the read appends to it, straight from the socket, with
+    /// no copy through the loop's read buffer; [`buffer_updated`](Self::buffer_updated)
+    /// hands it back. `None` (the default): the bytes come to
+    /// [`data_received`](Self::data_received).
+    ///
+    /// The read takes at most `size_hint` bytes (the connection's read
+    /// budget and write-side backpressure decide it, as for any read) and
+    /// no more than the `Vec`'s spare capacity: reserve what you want read
+    /// (with none spare, `size_hint` is reserved for you). Unlike asyncio's
+    /// buffer, the `Vec` stays yours: hand it on whole, no copy. Over TLS
+    /// (the plaintext comes out of the TLS layer) and in memory, the bytes
+    /// are copied into it.
+    fn get_buffer(&mut self, transport: &Transport, size_hint: usize) -> Option<Vec<u8>> {
+        let _ = (transport, size_hint);
+        None
+    }
+
+    /// The `Vec` [`get_buffer`](Self::get_buffer) lent, back with `n` bytes
+    /// appended (asyncio's `buffer_updated`). Called once for each `Vec`
+    /// lent, before any other call; `n` is 0 when the read brought nothing
+    /// (an end of file, which [`eof_received`](Self::eof_received) reports
+    /// next, or an error). The default passes the new bytes to
+    /// [`data_received`](Self::data_received).
+    fn buffer_updated(&mut self, transport: &Transport, buffer: Vec<u8>, n: usize) {
+        if n > 0 {
+            self.data_received(transport, &buffer[buffer.len() - n..]);
+        }
+    }
+
     stream_events!();
 }
 

@@ -5,7 +5,7 @@
 //! `relay.rs`.
 //! Tests: tests/net_stream_*.rs.
 
-use crate::deferred::Cancelled;
+use crate::deferred::{CancelHook, Cancelled};
 use crate::net::blocks::stream_state::{
     lost, notify, pump, update_reading, Done, Request, StreamCell, StreamState, Want,
 };
@@ -41,8 +41,15 @@ use std::rc::Rc;
 ///   and no read is waiting for more; then the connection is not read until a
 ///   read takes bytes out, so a peer that sends faster than the program asks
 ///   is pushed back by TCP.
+/// - **No copy on the way in.** From a TCP or Unix socket, bytes are read
+///   straight into the stream's buffer (it lends it to the read, asyncio's
+///   `BufferedProtocol`), and a read that takes all of it gets that buffer
+///   itself; over TLS the plaintext is copied in from the TLS layer.
 /// - **Cancel-safe.** Cancelling a read drops the request, never the data: the
-///   bytes that had arrived stay in the buffer for the next read.
+///   bytes that had arrived stay in the buffer for the next read. A read
+///   cancelled while others wait behind it (a timed-out `read_line` ahead of
+///   pipelined reads) lets them go on at once, answered from what is
+///   buffered, without waiting for more input.
 /// - **Stack-safe.** A read never fires inside the call that asks for it: a
 ///   read that can complete at once fires from the loop (in this turn if a
 ///   read of the same stream is firing, else in the next), so a loop that
@@ -176,6 +183,7 @@ impl Stream {
             on_made: None,
         };
         let (transport, _, connected) = connect(proto).into_parts();
+        shared.borrow_mut().transport = transport.clone();
         let stream = Stream { shared, transport };
         // Held strongly until the connect is settled: a failed connect drops
         // the protocol (the state's other owner) before this runs, and a
@@ -247,6 +255,7 @@ impl Stream {
             on_made: None,
         };
         let (transport, peer) = memory::open(lp, proto)?;
+        shared.borrow_mut().transport = transport.clone();
         Ok((Stream { shared, transport }, peer))
     }
 
@@ -353,13 +362,18 @@ impl Stream {
     }
 
     /// A Deferred for a read, in the storage of the last read's if nothing
-    /// holds that any more. It has no canceller: a cancelled read fires with
+    /// holds that any more. It has no canceller: a cancelled read fails with
     /// `Cancelled` at once, and its request is dropped when it reaches the
-    /// head of the queue, without taking any bytes.
+    /// head of the queue, without taking any bytes. The stream is told of the
+    /// cancel (through a weak reference to its state: no allocation), so
+    /// that the reads behind a cancelled head are answered from what is
+    /// buffered without waiting for more input.
     #[track_caller]
     fn deferred<T: 'static>(&self) -> (Deferred<T>, Resolver<T>) {
         let spare = self.shared.borrow_mut().spare.take();
         let (d, r) = Deferred::new_in(spare);
+        let hook: std::rc::Weak<StreamCell> = Rc::downgrade(&self.shared);
+        d.tell_on_cancel(hook);
         d.tag_wait(|| crate::deferred::registry::Wait::Read {
             peer: self
                 .peer_addr()
@@ -415,6 +429,29 @@ impl Stream {
 
     pub(super) fn update_reading(&self) {
         update_reading(&self.shared, &self.transport);
+    }
+}
+
+/// A read was cancelled. A cancelled read at the head of the queue holds up
+/// the reads behind it until it is dropped: look at the queue again (from
+/// the loop, as for any read that can complete), so that they are answered
+/// from what is buffered, or from an end of file, without waiting for input
+/// that may never come.
+impl CancelHook for StreamCell {
+    fn cancelled(self: Rc<Self>) {
+        let transport = {
+            let st = self.borrow();
+            if !st.head_cancelled() {
+                // One behind the head: dropped once the head is answered.
+                return;
+            }
+            st.transport.clone()
+        };
+        Stream {
+            shared: self,
+            transport,
+        }
+        .schedule(true);
     }
 }
 
@@ -478,6 +515,7 @@ impl Protocol for StreamProtocol {
             if let Some(lp) = t.event_loop() {
                 st.lp = lp.downgrade();
             }
+            st.transport = t.clone();
             st.connected = Some(Ok(()));
             std::mem::take(&mut st.waiters)
         };
@@ -505,6 +543,24 @@ impl Protocol for StreamProtocol {
             }
         };
         if !copied {
+            pump(&self.shared, t);
+        }
+    }
+
+    /// The stream's own buffer, for the read to append to: no copy through
+    /// the loop's read buffer. Not while the stream is copied (its bytes
+    /// pass on, see `relay.rs`).
+    fn get_buffer(&mut self, _t: &Transport, size_hint: usize) -> Option<Vec<u8>> {
+        let mut st = self.shared.borrow_mut();
+        if st.tap.is_some() {
+            return None;
+        }
+        Some(st.lend(size_hint))
+    }
+
+    fn buffer_updated(&mut self, t: &Transport, buffer: Vec<u8>, n: usize) {
+        self.shared.borrow_mut().put_back(buffer, n);
+        if n > 0 {
             pump(&self.shared, t);
         }
     }

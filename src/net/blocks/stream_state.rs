@@ -154,7 +154,8 @@ pub(super) struct StreamState {
     /// Set once the connection is gone (or its connect failed): the reason.
     pub(super) lost: Option<Option<Failure>>,
     /// Reads asked for, oldest first. A cancelled one stays until it is at
-    /// the head, where it is dropped without taking anything.
+    /// the head, where it is dropped without taking anything (its cancel
+    /// schedules a look at the queue, see `CancelHook for StreamCell`).
     pub(super) pending: VecDeque<Request>,
     /// The storage of the last read's Deferred, for the next read's.
     pub(super) spare: Option<Spare>,
@@ -167,6 +168,12 @@ pub(super) struct StreamState {
     pub(super) connected: Option<Result<(), Failure>>,
     pub(super) waiters: Vec<Resolver<()>>,
     pub(super) lp: WeakLoop,
+    /// The connection's transport (a weak handle), for what runs without
+    /// one at hand: a read's cancel.
+    pub(super) transport: Transport,
+    /// The last read into `buf` (see `lend`): its size, and whether it
+    /// filled the room it was lent.
+    pub(super) last_read: (usize, bool),
     /// The producer writing into this stream (see `producer.rs`).
     pub(super) producer: Option<Box<dyn Producer>>,
     pub(super) producer_gen: u64,
@@ -176,6 +183,15 @@ pub(super) struct StreamState {
 
 /// Capacity a read buffer keeps once emptied (see `StreamState::consume`).
 const KEEP: usize = 16 * 1024;
+
+/// The least room a read is lent (see `StreamState::lend`).
+const MIN_LEND: usize = 4096;
+
+/// The most room a read is lent: under the allocator's usual threshold for
+/// a fresh `mmap` (glibc's starts at 128 KiB), so that a buffer handed out
+/// and freed by each read reuses warm heap memory instead of costing a map,
+/// an unmap and a page fault per 4 KiB the kernel writes.
+const MAX_LEND: usize = 120 * 1024;
 
 impl StreamState {
     pub(super) fn new(lp: WeakLoop) -> StreamState {
@@ -195,6 +211,8 @@ impl StreamState {
             connected: None,
             waiters: Vec::new(),
             lp,
+            transport: Transport::dangling(),
+            last_read: (0, false),
             producer: None,
             producer_gen: 0,
             tap: None,
@@ -223,9 +241,20 @@ impl StreamState {
     /// not much more than `n` (so the caller holds no large idle capacity):
     /// one copy per read (into the buffer) instead of two.
     pub(super) fn take(&mut self, n: usize) -> Vec<u8> {
-        if self.pos == 0 && n == self.buf.len() && self.buf.capacity() <= n + n / 2 {
-            self.scanned = 0;
-            return std::mem::take(&mut self.buf);
+        if self.pos == 0 && n == self.buf.len() {
+            if self.buf.capacity() <= n + n / 2 {
+                self.scanned = 0;
+                return std::mem::take(&mut self.buf);
+            }
+            if n >= KEEP {
+                // A large read lent more room than it took: the room is given
+                // back (a `realloc` that shrinks in place), not the bytes
+                // copied.
+                self.scanned = 0;
+                let mut whole = std::mem::take(&mut self.buf);
+                whole.shrink_to_fit();
+                return whole;
+            }
         }
         let out = self.buf[self.pos..self.pos + n].to_vec();
         self.consume(n);
@@ -260,6 +289,51 @@ impl StreamState {
         self.buf.extend_from_slice(data);
     }
 
+    /// The buffer, lent for a read straight into it (`Protocol::get_buffer`;
+    /// `put_back` returns it), with room for at most `hint` bytes: about a
+    /// quarter more than the last read (twice as much if that filled its
+    /// room), at least [`MIN_LEND`]. A message the size of the last fits
+    /// with room to spare, so its read is short (the core need not read
+    /// again to find the socket empty), and a buffer read whole is handed to
+    /// the read that takes it with little idle capacity (see `take`).
+    pub(super) fn lend(&mut self, hint: usize) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.buf);
+        let (last, filled) = self.last_read;
+        let grown = if last >= KEEP {
+            // Large reads: room for all the socket may hold, as the loop's
+            // own buffer has, so that a message is one read, not several.
+            MAX_LEND
+        } else if filled {
+            last.saturating_mul(2)
+        } else {
+            last + last / 4
+        };
+        let want = grown.max(MIN_LEND).min(hint).min(MAX_LEND);
+        if buf.capacity() - buf.len() < want {
+            buf.reserve(want);
+        }
+        buf
+    }
+
+    /// The lent buffer, back with `n` bytes appended. Room the read did not
+    /// use is not kept beyond what `consume` keeps: at most [`KEEP`] when
+    /// nothing is buffered, four times what is (a connection left idle
+    /// after a read, or with half a line, holds no read's worth of room).
+    pub(super) fn put_back(&mut self, buf: Vec<u8>, n: usize) {
+        if n > 0 {
+            self.last_read = (n, buf.len() == buf.capacity());
+        }
+        self.buf = buf;
+        let len = self.buf.len();
+        if self.buf.capacity() > KEEP.max(4 * len) {
+            if len == 0 {
+                self.buf = Vec::new();
+            } else {
+                self.buf.shrink_to(KEEP.max(2 * len));
+            }
+        }
+    }
+
     /// The failure a read that cannot complete gets: the connection's loss
     /// reason, or `partial` as an [`IncompleteRead`].
     pub(super) fn ended(&mut self, expected: Option<usize>) -> Failure {
@@ -275,10 +349,15 @@ impl StreamState {
         }
     }
 
+    /// Whether the head request was cancelled (and waits to be dropped).
+    pub(super) fn head_cancelled(&self) -> bool {
+        self.pending.front().is_some_and(|r| r.done.is_called())
+    }
+
     /// The head request if it was cancelled (its Deferred fired): removed,
     /// to be dropped once this state is no longer borrowed.
     pub(super) fn pop_cancelled(&mut self) -> Option<Request> {
-        if !self.pending.front()?.done.is_called() {
+        if !self.head_cancelled() {
             return None;
         }
         self.scanned = 0;
@@ -493,32 +572,5 @@ impl Tap {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_burst_s_capacity_is_given_back_once_read() {
-        let ev = crate::EventLoop::new().unwrap();
-        let mut st = StreamState::new(ev.to_loop().downgrade());
-        st.push(&vec![7; 300 * 1024]);
-        // Read in pieces, as `read_exactly` and `read_line` consume.
-        st.consume(200 * 1024);
-        assert_eq!(st.available(), 100 * 1024);
-        assert!(st.buf.capacity() <= 4 * 100 * 1024, "{}", st.buf.capacity());
-        st.consume(100 * 1024 - 10);
-        assert_eq!(st.available(), 10);
-        assert!(st.buf.capacity() <= KEEP, "{}", st.buf.capacity());
-        st.push(&[1; 100]);
-        st.consume(110);
-        assert_eq!(st.available(), 0);
-        assert!(st.buf.capacity() <= KEEP);
-        // A big buffer emptied in one go.
-        st.push(&vec![7; 300 * 1024]);
-        st.consume(300 * 1024);
-        assert_eq!(st.buf.capacity(), 0);
-        // A small one keeps its capacity, to be reused.
-        st.push(&[1; 1000]);
-        st.consume(1000);
-        assert!(st.buf.capacity() >= 1000);
-    }
-}
+#[path = "stream_state_tests.rs"]
+mod tests;

@@ -110,7 +110,8 @@ impl Conn {
         }
     }
 
-    /// Reads up to the connection's read budget (`Limits::read_budget`) in bytes, one `data_received` per read.
+    /// Reads up to the connection's read budget (`Limits::read_budget`) in bytes, one `data_received`
+    /// (or, into a buffer the protocol lends, one `buffer_updated`) per read.
     /// Returns whether the budget ran out with the socket still readable.
     fn read(&self, lp: &Loop, t: &Transport, proto: &mut Box<dyn Protocol>) -> (bool, bool) {
         enum Step {
@@ -120,21 +121,52 @@ impl Conn {
             Stop,
             /// Nothing read, and the layer's budget spent: next turn.
             Yield,
+            /// Interrupted: read again.
+            Again,
         }
         let mut buf = core::take_read_buf();
         let mut budget = self.st.borrow().read_budget;
         let mut spent = false;
         let mut got = false;
         loop {
-            let step = {
-                let mut st = self.st.borrow_mut();
-                let st = &mut *st;
+            let limit = {
+                let st = self.st.borrow();
                 if !st.can_read() {
                     break;
                 }
-                let limit = st.read_limit(budget, buffer::held_on_this_thread());
+                st.read_limit(budget, buffer::held_on_this_thread())
+            };
+            // A protocol that keeps its bytes in a buffer of its own lends it
+            // (asyncio's BufferedProtocol): the read goes straight into it.
+            let mut lent = None;
+            if !self.call(lp, proto, |p| lent = p.get_buffer(t, limit)) {
+                break;
+            }
+            let step = 'read: {
+                let mut st = self.st.borrow_mut();
+                let st = &mut *st;
+                if !st.can_read() {
+                    break 'read Step::Stop;
+                }
                 let io = st.io.as_mut().expect("a readable stream has its io");
-                match io.read(&mut buf[..limit]) {
+                let (read, limit) = match &mut lent {
+                    Some(v) => {
+                        if v.capacity() == v.len() {
+                            v.reserve(limit);
+                        }
+                        let limit = limit.min(v.capacity() - v.len());
+                        let read = io.read_into(v, limit).unwrap_or_else(|| {
+                            let r = io.read(&mut buf[..limit]);
+                            if let Ok(n) = r {
+                                v.extend_from_slice(&buf[..n]);
+                            }
+                            r
+                        });
+                        (read, limit)
+                    }
+                    None => (io.read(&mut buf[..limit]), limit),
+                };
+                match read {
                     Ok(0) => {
                         st.write_ready |= io.input().writable;
                         st.read_ready = false;
@@ -166,17 +198,25 @@ impl Conn {
                             Step::Stop
                         }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => Step::Again,
                     Err(e) => {
                         self.close_now(lp, st, Some(Failure::new(e)));
                         Step::Stop
                     }
                 }
             };
+            // A lent buffer goes back at once, with what the read appended.
+            let lent_back = lent.is_some();
+            if let Some(v) = lent {
+                let n = if let Step::Data(n, ..) = step { n } else { 0 };
+                if !self.call(lp, proto, |p| p.buffer_updated(t, v, n)) {
+                    break;
+                }
+            }
             match step {
                 Step::Data(n, more, yielded) => {
                     got = true;
-                    if !self.call(lp, proto, |p| p.data_received(t, &buf[..n])) {
+                    if !lent_back && !self.call(lp, proto, |p| p.data_received(t, &buf[..n])) {
                         break;
                     }
                     budget -= n;
@@ -201,6 +241,7 @@ impl Conn {
                     break;
                 }
                 Step::Stop => break,
+                Step::Again => {}
                 Step::Yield => {
                     spent = true;
                     break;

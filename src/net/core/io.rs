@@ -53,6 +53,14 @@ pub(crate) struct Output {
 /// Every method is non-blocking: `WouldBlock` means "not now".
 pub(crate) trait Wire: 'static {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// Reads at most `max` bytes into `buf`'s spare capacity, appending them
+    /// (a protocol's own buffer, see `Protocol::get_buffer`). `None`: this
+    /// stream cannot (a layer, memory); the core reads into its own buffer
+    /// and copies.
+    fn read_into(&mut self, buf: &mut Vec<u8>, max: usize) -> Option<io::Result<usize>> {
+        let _ = (buf, max);
+        None
+    }
     fn write(&mut self, data: &[u8]) -> io::Result<usize>;
     /// Writes a prefix of `parts`; see [`write_vectored`].
     fn write_vectored(&mut self, parts: &[IoSlice<'_>]) -> io::Result<usize> {
@@ -183,12 +191,34 @@ pub(crate) fn write_vectored<S: Wire + ?Sized>(
     s.write(&buf[..n])
 }
 
+/// Reads at most `max` bytes from the socket `fd` into `buf`'s spare
+/// capacity, appending them: `read(2)` into memory not yet initialised, so
+/// nothing is zeroed or copied first.
+fn read_spare(fd: RawFd, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+    let spare = buf.spare_capacity_mut();
+    let max = max.min(spare.len());
+    // SAFETY: `spare` is `max` or more bytes of `buf`'s allocation, owned and
+    // not otherwise borrowed; `read` only writes them (an uninitialised byte
+    // is never read through a reference), and writes at most `max`.
+    let n = unsafe { libc::read(fd, spare.as_mut_ptr().cast(), max) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    // SAFETY: `read` initialised the first `n <= max` spare bytes.
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
+}
+
 /// What a kernel stream socket needs beyond `Read + Write`.
 macro_rules! kernel_stream {
     ($ty:ty, $name:expr, $addr:expr) => {
         impl Wire for $ty {
             fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
                 Read::read(self, buf)
+            }
+            fn read_into(&mut self, buf: &mut Vec<u8>, max: usize) -> Option<io::Result<usize>> {
+                Some(read_spare(self.as_raw_fd(), buf, max))
             }
             fn write(&mut self, data: &[u8]) -> io::Result<usize> {
                 Write::write(self, data)
@@ -248,6 +278,9 @@ pub(crate) struct Tcp(pub(crate) mio::net::TcpStream);
 impl Wire for Tcp {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         Wire::read(&mut self.0, buf)
+    }
+    fn read_into(&mut self, buf: &mut Vec<u8>, max: usize) -> Option<io::Result<usize>> {
+        Wire::read_into(&mut self.0, buf, max)
     }
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         Wire::write(&mut self.0, data)
