@@ -16,7 +16,7 @@
 //! tests/loop_callbacks.rs, remote_queue.rs.
 
 use super::published::MonitorState;
-use super::remote_queue::{Drained, JobQueue};
+use super::remote_queue::{Drained, JobQueue, RemoteFn, RemoteJob};
 use super::Loop;
 use crate::deferred::Deferred;
 use crate::Error;
@@ -27,14 +27,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
-
-/// A queued call: stored inline when small (reactor/callback.rs).
-pub(crate) type RemoteFn = super::callback::SendLoopFn;
-
-pub(crate) struct RemoteJob {
-    pub(crate) f: RemoteFn,
-    pub(crate) loc: &'static Location<'static>,
-}
 
 /// What blocking calls need besides the queue: whether the loop runs, and
 /// who waits for it.

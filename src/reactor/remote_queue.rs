@@ -1,6 +1,6 @@
 //! The remote queue's jobs: a lock-free multi-producer, single-consumer list
 //! of blocks (the shape of crossbeam's and tokio's unbounded channels). Owns
-//! `JobQueue`.
+//! `JobQueue` and the job it carries, `RemoteJob`.
 //!
 //! A block holds `BLOCK_CAP` jobs inline. A sender claims the next position
 //! with one compare-and-swap on the tail word, writes its job into that slot
@@ -21,12 +21,20 @@
 //! senders, per-sender order, no loss, closes racing sends),
 //! tests/loop_threadsafe.rs.
 
-use super::remote::RemoteJob;
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
+use std::panic::Location;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+/// A queued call: stored inline when small (reactor/callback.rs).
+pub(crate) type RemoteFn = super::callback::SendLoopFn;
+
+pub(crate) struct RemoteJob {
+    pub(crate) f: RemoteFn,
+    pub(crate) loc: &'static Location<'static>,
+}
 
 /// Positions per block: `BLOCK_CAP` slots, then one position that is never
 /// a slot (the tail sits there while the next block is linked).
@@ -358,8 +366,8 @@ fn backoff(spins: &mut u32) {
 
 #[cfg(test)]
 mod tests {
+    use super::RemoteFn;
     use super::*;
-    use crate::reactor::remote::RemoteFn;
     use std::panic::Location;
     use std::sync::atomic::AtomicU64;
     use std::sync::{Arc, Mutex as StdMutex};

@@ -84,6 +84,7 @@
 //! # Ok::<(), deferloop::Error>(())
 //! ```
 
+mod deliver;
 mod net;
 mod rng;
 pub(crate) mod udp;
@@ -383,7 +384,7 @@ impl Sim {
             loop {
                 let due = self.net.borrow_mut().pop_due();
                 let Some((src, dst, ev)) = due else { break };
-                net::apply(&self.net, src, dst, ev);
+                deliver::apply(&self.net, src, dst, ev);
                 progressed = true;
             }
             if !progressed {

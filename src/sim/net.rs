@@ -138,6 +138,18 @@ pub(crate) struct End {
 }
 
 impl End {
+    /// Keeps segment `seq` until those before it have come.
+    pub(crate) fn arrived(&mut self, seq: u64, seg: Seg) {
+        self.early.insert(seq, seg);
+    }
+
+    /// The next segment in order, if it has come.
+    pub(crate) fn next_in_order(&mut self) -> Option<Seg> {
+        let seg = self.early.remove(&self.rx_next)?;
+        self.rx_next += 1;
+        Some(seg)
+    }
+
     pub(crate) fn new(host: HostId, local: SocketAddr, peer_addr: SocketAddr, lp: WeakLoop) -> End {
         End {
             host,
@@ -189,7 +201,7 @@ pub(crate) struct HostNet {
     pub(crate) ip: IpAddr,
     pub(crate) up: bool,
     pub(crate) listeners: BTreeMap<u16, Rc<RefCell<ListenQ>>>,
-    pub(crate) udp: BTreeMap<u16, Rc<RefCell<crate::sim::udp::UdpQ>>>,
+    pub(crate) udp: BTreeMap<u16, Rc<RefCell<UdpQ>>>,
     /// Every end opened on the host (those still alive matter at a crash).
     pub(crate) ends: Vec<Weak<RefCell<End>>>,
     next_port: u16,
@@ -438,131 +450,13 @@ impl Net {
     }
 }
 
-/// Applies one delivery. Runs in the driver, between turns: no host code
-/// runs here, it only marks sockets and wakes their sources.
-pub(crate) fn apply(net: &Rc<RefCell<Net>>, src: HostId, dst: HostId, ev: Ev) {
-    match ev {
-        Ev::Syn { client, to } => syn(net, src, dst, client, to),
-        Ev::Refuse { client } => {
-            let mut c = client.borrow_mut();
-            {
-                let n = net.borrow();
-                trace!(n, "{} {} > {} refused", n.name(dst), c.local, c.peer_addr);
-            }
-            c.refused = true;
-            c.wake(Ready::READABLE | Ready::WRITABLE | Ready::READ_CLOSED);
-        }
-        Ev::Rst { to } => {
-            let mut e = to.borrow_mut();
-            if e.dead || e.reset {
-                return;
-            }
-            {
-                let n = net.borrow();
-                trace!(n, "{} {} < {} reset", n.name(dst), e.local, e.peer_addr);
-            }
-            e.reset = true;
-            e.inbound.clear();
-            e.wake(Ready::READABLE | Ready::WRITABLE | Ready::READ_CLOSED);
-        }
-        Ev::Window { to } => {
-            let mut e = to.borrow_mut();
-            if e.blocked && !e.dead {
-                e.blocked = false;
-                e.wake(Ready::WRITABLE);
-            }
-        }
-        Ev::Seg { to, seq, seg } => segment(net, src, dst, &to, seq, seg),
-        Ev::Dgram { data, from, to } => crate::sim::udp::deliver(net, dst, data, from, to),
-    }
-}
-
-fn syn(net: &Rc<RefCell<Net>>, src: HostId, dst: HostId, client: EndRef, to: SocketAddr) {
-    let mut n = net.borrow_mut();
-    let from = client.borrow().local;
-    let q = if n.hosts[dst].up {
-        n.hosts[dst].listeners.get(&to.port()).cloned()
-    } else {
-        None
-    };
-    let Some(q) = q.filter(|q| q.borrow().open) else {
-        trace!(n, "{} {from} > {to} connect refused", n.name(dst));
-        return n.send_control(dst, src, Ev::Refuse { client });
-    };
-    if client.borrow().dead {
-        return; // given up meanwhile: its retransmitted connect finds nobody
-    }
-    let lp = q.borrow().lp.clone();
-    let mut server = End::new(dst, to, from, lp);
-    server.connected = true;
-    server.peer = Rc::downgrade(&client);
-    let seq = server.next_seq();
-    let server = Rc::new(RefCell::new(server));
-    client.borrow_mut().peer = Rc::downgrade(&server);
-    n.hosts[dst].ends.push(Rc::downgrade(&server));
-    trace!(n, "{} {to} < {from} connected", n.name(dst));
-    let mut q = q.borrow_mut();
-    q.backlog.push_back(server.clone());
-    if let (Some(key), Some(lp)) = (q.key, q.lp.upgrade()) {
-        lp.wake_source(key, Ready::READABLE);
-    }
-    drop(q);
-    let ev = Ev::Seg {
-        to: client,
-        seq,
-        seg: Seg::SynAck,
-    };
-    n.send(dst, src, 0, ev);
-}
-
-fn segment(net: &Rc<RefCell<Net>>, src: HostId, dst: HostId, to: &EndRef, seq: u64, seg: Seg) {
-    let mut e = to.borrow_mut();
-    if e.dead || e.reset || e.refused {
-        // A closed socket answers data with a reset (and a connect's late
-        // answer too: the server side must learn it is gone).
-        if matches!(seg, Seg::Data(_) | Seg::SynAck) {
-            if let Some(peer) = e.peer.upgrade() {
-                net.borrow_mut()
-                    .send_control(dst, src, Ev::Rst { to: peer });
-            }
-        }
-        return;
-    }
-    e.early.insert(seq, seg);
-    let mut ready = Ready::EMPTY;
-    let n = net.borrow();
-    while let Some(seg) = {
-        let next = e.rx_next;
-        e.early.remove(&next)
-    } {
-        e.rx_next += 1;
-        match seg {
-            Seg::SynAck => {
-                e.connected = true;
-                trace!(n, "{} {} > {} connected", n.name(dst), e.local, e.peer_addr);
-                ready = ready | Ready::WRITABLE;
-            }
-            Seg::Data(bytes) => {
-                trace!(
-                    n,
-                    "{} {} < {} {} bytes",
-                    n.name(dst),
-                    e.local,
-                    e.peer_addr,
-                    bytes.len()
-                );
-                e.inbound.extend(bytes);
-                ready = ready | Ready::READABLE;
-            }
-            Seg::Fin => {
-                trace!(n, "{} {} < {} eof", n.name(dst), e.local, e.peer_addr);
-                e.peer_eof = true;
-                ready = ready | Ready::READABLE | Ready::READ_CLOSED;
-            }
-        }
-    }
-    drop(n);
-    if !ready.is_empty() {
-        e.wake(ready);
-    }
+/// A bound UDP port of a simulated host.
+pub(crate) struct UdpQ {
+    pub(crate) host: HostId,
+    pub(crate) local: SocketAddr,
+    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) inbound: VecDeque<(Vec<u8>, SocketAddr)>,
+    pub(crate) open: bool,
+    pub(crate) key: Option<SourceKey>,
+    pub(crate) lp: WeakLoop,
 }

@@ -4,8 +4,8 @@
 //! link's `loss`, dropped by a partition or a host that is down, delayed by
 //! latency, jitter and bandwidth, and so reordered by jitter, as UDP is.
 
-use crate::reactor::{Ready, SourceKey, WeakLoop};
-use crate::sim::net::{trace, HostId, Net};
+use crate::reactor::{Ready, SourceKey};
+use crate::sim::net::{trace, Net, UdpQ};
 use crate::sim::wire::host_of;
 use crate::Loop;
 use std::cell::RefCell;
@@ -14,17 +14,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::rc::Rc;
-
-/// A bound UDP port of a simulated host.
-pub(crate) struct UdpQ {
-    pub(crate) host: HostId,
-    pub(crate) local: SocketAddr,
-    pub(crate) peer: Option<SocketAddr>,
-    pub(crate) inbound: VecDeque<(Vec<u8>, SocketAddr)>,
-    pub(crate) open: bool,
-    pub(crate) key: Option<SourceKey>,
-    pub(crate) lp: WeakLoop,
-}
 
 pub(crate) struct SimUdp {
     q: Rc<RefCell<UdpQ>>,
@@ -237,40 +226,5 @@ impl Drop for SimUdp {
                 n.hosts[host].udp.remove(&port);
             }
         }
-    }
-}
-
-/// Delivers a datagram to the port bound at `to` on `dst`, if any.
-pub(crate) fn deliver(
-    net: &Rc<RefCell<Net>>,
-    dst: HostId,
-    data: Vec<u8>,
-    from: SocketAddr,
-    to: SocketAddr,
-) {
-    let n = net.borrow();
-    let q = if n.hosts[dst].up {
-        n.hosts[dst].udp.get(&to.port()).cloned()
-    } else {
-        None
-    };
-    let Some(q) = q.filter(|q| {
-        let q = q.borrow();
-        q.open && q.peer.is_none_or(|p| p == from)
-    }) else {
-        trace!(
-            n,
-            "{} udp {to} < {from} {} bytes dropped (no socket)",
-            n.name(dst),
-            data.len()
-        );
-        return;
-    };
-    trace!(n, "{} udp {to} < {from} {} bytes", n.name(dst), data.len());
-    drop(n);
-    let mut q = q.borrow_mut();
-    q.inbound.push_back((data, from));
-    if let (Some(key), Some(lp)) = (q.key, q.lp.upgrade()) {
-        lp.wake_source(key, Ready::READABLE);
     }
 }
