@@ -132,3 +132,27 @@ fn ss_counts_the_bytes_of_an_echo_in_and_out() {
         "{ss}"
     );
 }
+
+/// A connection opened through `Stream::connect` (by address or by name)
+/// names the line that opened it, not the library's: a stuck program's `ss`
+/// points at its own code.
+#[test]
+fn a_stream_connect_is_opened_at_the_callers_line() {
+    let (ev, _clock) = manual();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let by_addr_line = line!() + 1;
+    let by_addr = Stream::connect(&ev, addr);
+    let by_name_line = line!() + 1;
+    let by_name = Stream::connect(&ev, format!("127.0.0.1:{}", addr.port()).as_str());
+    let rep = ps::snapshot(&ev);
+    let mut lines: Vec<_> = rep
+        .connections
+        .iter()
+        .map(|c| (c.opened_at.file(), c.opened_at.line()))
+        .collect();
+    lines.sort();
+    let me = file!();
+    assert_eq!(lines, vec![(me, by_addr_line), (me, by_name_line)], "{rep:#?}");
+    drop((by_addr, by_name));
+}

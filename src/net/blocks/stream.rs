@@ -18,6 +18,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::net::SocketAddr;
 use std::ops::Deref;
+use std::panic::Location;
 use std::rc::Rc;
 
 /// A connection read with Deferreds: the callback form of asyncio's
@@ -168,8 +169,8 @@ impl Stream {
     /// ```
     #[track_caller]
     pub fn connect_with(lp: &Loop, target: impl Into<Target>, options: &ConnectOptions) -> Stream {
-        let target = target.into();
-        Stream::over(lp, |proto| lp.connect_tcp_with(target, proto, options))
+        let (target, at) = (target.into(), Location::caller());
+        Stream::over(lp, |proto| lp.connect_tcp_from(target, proto, options, at))
     }
 
     /// A stream over the connection `connect` makes with its protocol.

@@ -328,13 +328,23 @@ impl Loop {
         protocol: P,
         options: &ConnectOptions,
     ) -> Connection<P> {
-        let at = Location::caller();
-        let target = target.into();
+        self.connect_tcp_from(target.into(), protocol, options, Location::caller())
+    }
+
+    /// [`connect_tcp_with`](Loop::connect_tcp_with), registered as made at
+    /// `at` (see `connect_tcp_at`).
+    pub(crate) fn connect_tcp_from<P: Protocol>(
+        &self,
+        target: Target,
+        protocol: P,
+        options: &ConnectOptions,
+        at: &'static Location<'static>,
+    ) -> Connection<P> {
         #[cfg(feature = "sim")]
         let target = crate::sim::wire::resolve(self, target);
         if let Some(addr) = target.as_addr() {
             return self
-                .connect_tcp(addr, protocol)
+                .connect_tcp_at(addr, protocol, at)
                 .connect_timeout(Some(options.connect_timeout));
         }
         self.connect_named(target, protocol, options, None, at)

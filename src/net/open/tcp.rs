@@ -95,11 +95,22 @@ impl Loop {
     /// ```
     #[track_caller]
     pub fn connect_tcp<P: Protocol>(&self, addr: SocketAddr, protocol: P) -> Connection<P> {
+        self.connect_tcp_at(addr, protocol, Location::caller())
+    }
+
+    /// [`connect_tcp`](Loop::connect_tcp), registered as made at `at`: the
+    /// caller's line, through a closure (which cannot track its caller).
+    pub(crate) fn connect_tcp_at<P: Protocol>(
+        &self,
+        addr: SocketAddr,
+        protocol: P,
+        at: &'static Location<'static>,
+    ) -> Connection<P> {
         #[cfg(feature = "sim")]
         if let Some(io) = crate::sim::wire::connect(self, addr) {
-            return connect(self, io, addr.into(), protocol, Location::caller());
+            return connect(self, io, addr.into(), protocol, at);
         }
         let io = mio::net::TcpStream::connect(addr).map(|s| Box::new(Tcp(s)) as Box<dyn Wire>);
-        connect(self, io, addr.into(), protocol, Location::caller())
+        connect(self, io, addr.into(), protocol, at)
     }
 }

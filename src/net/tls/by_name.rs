@@ -90,8 +90,19 @@ impl Loop {
         protocol: P,
         options: &ConnectOptions,
     ) -> Connection<P> {
-        let at = Location::caller();
-        let target = target.into();
+        self.connect_tls_from(target.into(), config, protocol, options, Location::caller())
+    }
+
+    /// [`connect_tls_with`](Loop::connect_tls_with), registered as made at
+    /// `at` (see `connect_tcp_at`).
+    pub(crate) fn connect_tls_from<P: Protocol>(
+        &self,
+        target: Target,
+        config: &ClientConfig,
+        protocol: P,
+        options: &ConnectOptions,
+        at: &'static Location<'static>,
+    ) -> Connection<P> {
         let failed = |f: Failure| Connection::new(Transport::dangling(), fail(f));
         let host = match target.parts() {
             Ok((host, _)) => host,
@@ -99,7 +110,7 @@ impl Loop {
         };
         if let Some(addr) = target.as_addr() {
             return self
-                .connect_tls(addr, &host, config, protocol)
+                .connect_tls_at(addr, &host, config, protocol, at)
                 .connect_timeout(Some(options.connect_timeout));
         }
         let session = match client_session(config, &host) {
@@ -165,9 +176,9 @@ impl Stream {
         config: &ClientConfig,
         options: &ConnectOptions,
     ) -> Stream {
-        let target = target.into();
+        let (target, at) = (target.into(), Location::caller());
         Stream::over(lp, |proto| {
-            lp.connect_tls_with(target, config, proto, options)
+            lp.connect_tls_from(target, config, proto, options, at)
         })
     }
 }

@@ -121,6 +121,19 @@ impl Loop {
         config: &ClientConfig,
         protocol: P,
     ) -> Connection<P> {
+        self.connect_tls_at(addr, server_name, config, protocol, Location::caller())
+    }
+
+    /// [`connect_tls`](Loop::connect_tls), registered as made at `at` (see
+    /// `connect_tcp_at`).
+    pub(crate) fn connect_tls_at<P: Protocol>(
+        &self,
+        addr: SocketAddr,
+        server_name: &str,
+        config: &ClientConfig,
+        protocol: P,
+        at: &'static Location<'static>,
+    ) -> Connection<P> {
         let slot = DeadlineSlot::default();
         let io = client_session(config, server_name)
             .map_err(invalid)
@@ -130,7 +143,7 @@ impl Loop {
                 let tls = TlsIo::new(inner, tls, false, Vec::new(), Vec::new(), slot.clone());
                 Ok(Box::new(tls) as Box<dyn Wire>)
             });
-        let c = connect(self, io, addr.into(), protocol, Location::caller());
+        let c = connect(self, io, addr.into(), protocol, at);
         if let Some(conn) = c.transport().conn.upgrade() {
             slot.set(arm_deadline(&conn, self, config.handshake_timeout()));
         }
