@@ -153,6 +153,10 @@ fn a_stream_connect_is_opened_at_the_callers_line() {
         .collect();
     lines.sort();
     let me = file!();
-    assert_eq!(lines, vec![(me, by_addr_line), (me, by_name_line)], "{rep:#?}");
+    assert_eq!(
+        lines,
+        vec![(me, by_addr_line), (me, by_name_line)],
+        "{rep:#?}"
+    );
     drop((by_addr, by_name));
 }
