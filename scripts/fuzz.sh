@@ -22,7 +22,7 @@ targets=("$@")
 # open (fuzz/known/stream_reads/, RELIABILITY.md's bugs table): it finds it
 # within 30 s. Run it by name: scripts/fuzz.sh 60 stream_reads.
 [ ${#targets[@]} -gt 0 ] || targets=(line_decoder length_decoder deferred_ops framing_dispatch
-    write_buffer deferred_lists http_request)
+    write_buffer deferred_lists http_request udp_dispatch)
 sanitizer=${FUZZ_SANITIZER:-address}
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
