@@ -21,7 +21,7 @@ targets=("$@")
 # Inputs that once failed sit among the seeds (fuzz/seeds/<target>/crash-*),
 # so every run replays them first.
 [ ${#targets[@]} -gt 0 ] || targets=(line_decoder length_decoder deferred_ops stream_reads
-    framing_dispatch write_buffer deferred_lists http_request)
+    framing_dispatch write_buffer deferred_lists http_request udp_dispatch)
 sanitizer=${FUZZ_SANITIZER:-address}
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
