@@ -282,7 +282,15 @@ impl Loop {
     /// if the selector refuses the descriptor (e.g. it is already polled).
     #[track_caller]
     pub fn add_source<S: EventSource>(&self, source: S) -> Result<SourceHandle<S>, crate::Error> {
-        let at = Location::caller();
+        self.add_source_at(Location::caller(), source)
+    }
+
+    /// [`add_source`](Self::add_source), reported as registered at `at`.
+    pub(crate) fn add_source_at<S: EventSource>(
+        &self,
+        at: &'static Location<'static>,
+        source: S,
+    ) -> Result<SourceHandle<S>, crate::Error> {
         let fd = source.fd().map(|f| f.as_raw_fd());
         let interest = source.interest();
         let name = source.name();

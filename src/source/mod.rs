@@ -32,7 +32,8 @@
 //! `epoll_ctl`), so data left unread is reported at the next poll. A source
 //! that drains its descriptor each time asks for [`Mode::Edge`]: registered
 //! once, never re-armed, so [`PostAction::Continue`] costs no system call.
-//! Tests: tests/source_public.rs.
+//! The crate's own signals and child processes are such sources, on this
+//! same trait. Tests: tests/source_public.rs.
 
 mod handle;
 
