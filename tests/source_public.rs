@@ -511,3 +511,17 @@ fn a_weak_source_removes_it_from_outside() {
     turns(&ev, 3);
     assert_eq!(n.get(), seen, "no dispatch after removal");
 }
+
+#[test]
+fn readiness_during_a_turn_run_inside_with_is_kept() {
+    let ev = EventLoop::new().unwrap();
+    let (r, mut peer, got, calls) = reader(8, PostAction::Continue);
+    let h = ev.add_source(EdgeReader(r)).unwrap();
+    peer.write_all(b"xy").unwrap();
+    // The source is lent to `with` while the turn would dispatch it.
+    h.with(|_| turns(&ev, 1)).unwrap();
+    assert_eq!(calls.get(), 0);
+    turns(&ev, 2);
+    assert_eq!(&*got.borrow(), b"xy", "delivered after `with` returned");
+    assert_eq!(calls.get(), 1);
+}

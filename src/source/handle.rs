@@ -144,6 +144,10 @@ fn with<S: EventSource, R>(inner: &Weak<Adapter<S>>, f: impl FnOnce(&mut S) -> R
         None
     };
     drop(garbage);
+    // A turn that `f` ran kept what it could not deliver: deliver it.
+    if !a.st.borrow().stash.is_empty() {
+        wake(inner);
+    }
     Some(r)
 }
 

@@ -440,7 +440,9 @@ impl<S: EventSource> reactor::Source for Adapter<S> {
             if !st.stash.is_empty() {
                 readiness = std::mem::take(&mut st.stash).merge(readiness);
             }
-            if st.remove || st.waiting || !st.enabled {
+            // `running` here would need a turn inside `process`, which the
+            // loop refuses (`Error::Running`): checked so as never to lend twice.
+            if st.remove || st.waiting || !st.enabled || st.running {
                 st.stash = readiness;
                 return reactor::PostAction::Continue;
             }
@@ -448,7 +450,8 @@ impl<S: EventSource> reactor::Source for Adapter<S> {
             readiness
         };
         let out = {
-            // Busy only if a handle's `with` runs a nested turn: keep the news.
+            // Busy only if a handle's `with` runs a turn: the news is kept
+            // for when `with` returns.
             let Ok(mut src) = self.src.try_borrow_mut() else {
                 let mut st = self.st.borrow_mut();
                 st.running = false;
