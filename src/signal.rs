@@ -6,10 +6,10 @@
 //! the kernel picked and only stores a flag and writes one byte to the pipe
 //! of every handler watching that signal (a *slot*: an atomic fd, signal
 //! number and "pending" flag, so the handler takes no lock and allocates
-//! nothing). Each [`SignalHandler`] is a source in its loop that reads its
-//! pipe and calls the user's callback in a turn, with the other ready
-//! callbacks, on the loop's
-//! thread. A byte is written only when the flag goes from clear to set, so a
+//! nothing). Each [`SignalHandler`] is a source in its loop, on the public
+//! [`EventSource`] trait in [`Mode::Edge`], that drains its pipe and calls
+//! the user's callback in a turn, with the other ready callbacks, on the
+//! loop's thread. A byte is written only when the flag goes from clear to set, so a
 //! burst of one signal costs one byte and one callback, as wake-ups do.
 //!
 //! The process's disposition is changed when the first handler of a signal
@@ -28,14 +28,14 @@
 //! cycle (a later library chaining to ours while ours chains to it) is cut:
 //! a C handler reached again through its own chain does not chain twice.
 
-use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
+use crate::source::{EventSource, Mode, PostAction, Readiness, WeakSource};
 use crate::{Error, ExceptionContext, Failure, Loop};
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::fmt;
 use std::io::{self, Read};
-use std::os::unix::io::AsRawFd;
+use std::os::unix::io::{AsFd, AsRawFd, BorrowedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
 
@@ -359,67 +359,69 @@ fn release_slot(slot: usize, sig: Signal) {
 
 type Callback = Box<dyn FnMut(&Loop, Signal)>;
 
-struct Installed {
-    slot: usize,
-    rx: mio::unix::pipe::Receiver,
-    /// Kept open while the slot is; closed after `release_slot`.
-    _tx: mio::unix::pipe::Sender,
-}
-
-/// One handler: its slot, its pipe, its callback.
-pub(crate) struct SignalSource {
+/// One handler, a source on the public [`EventSource`] trait: its slot, its
+/// pipe, its callback. Edge-triggered: each dispatch drains the pipe.
+struct SignalSource {
     sig: Signal,
-    key: SourceKey,
-    lp: WeakLoop,
     at: &'static Location<'static>,
-    installed: RefCell<Option<Installed>>,
-    /// `None` while it runs.
-    cb: RefCell<Option<Callback>>,
+    /// The slot while it is held; shared with the [`SignalHandler`], which
+    /// releases it at once on `remove` (the pipe closes when this drops).
+    slot: Rc<Cell<Option<usize>>>,
+    rx: mio::unix::pipe::Receiver,
+    /// Kept open while the slot is; closed after `release_slot` (in `drop`).
+    _tx: mio::unix::pipe::Sender,
+    cb: Callback,
 }
 
 impl SignalSource {
-    /// Leaves the slot (restoring the disposition if last) and closes the pipe.
-    fn uninstall(&self, lp: Option<&Loop>) -> bool {
-        let Some(mut inst) = self.installed.borrow_mut().take() else {
+    /// Leaves the slot (restoring the disposition if last); the pipe stays
+    /// open until the source is dropped, after its deregistration.
+    fn release(&self) -> bool {
+        let Some(slot) = self.slot.take() else {
             return false;
         };
-        release_slot(inst.slot, self.sig);
-        if let Some(lp) = lp {
-            lp.with_selector(|r| {
-                let _ = r.deregister(&mut inst.rx);
-            });
-            lp.release_fd(inst.rx.as_raw_fd(), self.key);
-        }
-        drop(inst);
+        release_slot(slot, self.sig);
         true
     }
 }
 
-impl Source for SignalSource {
-    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, _: Ready) -> PostAction {
-        let fired = {
-            let mut inst = self.installed.borrow_mut();
-            let Some(inst) = inst.as_mut() else {
-                return PostAction::Continue;
-            };
-            let mut buf = [0u8; 64];
-            loop {
-                match inst.rx.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break, // WouldBlock: drained
-                }
-            }
-            SLOT_PENDING[inst.slot].swap(false, SeqCst)
+impl Drop for SignalSource {
+    fn drop(&mut self) {
+        self.release(); // before `_tx` is closed
+    }
+}
+
+impl EventSource for SignalSource {
+    type Ret = PostAction;
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.rx.as_fd())
+    }
+
+    fn mode(&self) -> Mode {
+        Mode::Edge
+    }
+
+    fn process(&mut self, lp: &Loop, _: Readiness) -> PostAction {
+        let Some(slot) = self.slot.get() else {
+            return PostAction::Continue; // removed; dropped on return
         };
-        if !fired {
+        let mut buf = [0u8; 64];
+        loop {
+            match self.rx.read(&mut buf) {
+                // A short read emptied the pipe (epoll(7)): the next byte
+                // is a new edge, so no second read to hear `WouldBlock`.
+                Ok(n) if n < buf.len() => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break, // WouldBlock: drained
+            }
+        }
+        if !SLOT_PENDING[slot].swap(false, SeqCst) {
             return PostAction::Continue;
         }
-        let Some(mut cb) = self.cb.borrow_mut().take() else {
-            return PostAction::Continue;
-        };
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| cb(lp, self.sig))) {
+        let (cb, sig) = (&mut self.cb, self.sig);
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| cb(lp, sig))) {
             let failure = Failure::from_panic(payload, self.at);
             lp.call_exception_handler(&ExceptionContext {
                 message: "Exception in signal handler",
@@ -427,25 +429,15 @@ impl Source for SignalSource {
                 location: Some(self.at),
             });
         }
-        // Put it back unless the handler was removed meanwhile.
-        if self.installed.borrow().is_some() {
-            *self.cb.borrow_mut() = Some(cb);
-        }
         PostAction::Continue
     }
 
-    fn close(self: Rc<Self>, _lp: &Loop) {
-        self.uninstall(None);
-        let cb = self.cb.borrow_mut().take();
-        drop(cb);
+    fn loop_closed(&mut self, _lp: &Loop) {
+        self.release();
     }
 
     fn name(&self) -> &'static str {
         "signal"
-    }
-
-    fn interest(&self) -> (bool, bool) {
-        (true, false)
     }
 }
 
@@ -454,7 +446,8 @@ impl Source for SignalSource {
 /// does not remove it (as a [`Handle`](crate::Handle) does not cancel its call).
 #[derive(Clone)]
 pub struct SignalHandler {
-    src: Weak<SignalSource>,
+    src: WeakSource<SignalSource>,
+    slot: Rc<Cell<Option<usize>>>,
     sig: Signal,
 }
 
@@ -465,17 +458,14 @@ impl SignalHandler {
     /// an ignore, or another library's handler) if ours is still the one
     /// installed; a handler another library installed since stays.
     pub fn remove(&self) -> bool {
-        let Some(src) = self.src.upgrade() else {
-            return false;
+        let removed = match self.slot.take() {
+            Some(slot) => {
+                release_slot(slot, self.sig);
+                true
+            }
+            None => false,
         };
-        let lp = src.lp.upgrade();
-        let removed = src.uninstall(lp.as_ref());
-        let cb = src.cb.borrow_mut().take();
-        drop(cb);
-        if let Some(lp) = lp {
-            let garbage = lp.remove_source(src.key);
-            drop(garbage);
-        }
+        self.src.remove();
         removed
     }
 
@@ -486,9 +476,7 @@ impl SignalHandler {
 
     /// Whether it is still installed.
     pub fn is_active(&self) -> bool {
-        self.src
-            .upgrade()
-            .is_some_and(|s| s.installed.borrow().is_some())
+        self.slot.get().is_some()
     }
 }
 
@@ -551,45 +539,21 @@ impl Loop {
             return Err(Error::Closed);
         }
         let (tx, rx) = mio::unix::pipe::new()?;
-        let fd = rx.as_raw_fd();
-        let slot = acquire_slot(sig, tx.as_raw_fd())?;
-        let mut parts = Some((tx, rx));
-        let mut made = None;
-        let r = self.insert_source(at, |key, reg| {
-            let (tx, mut rx) = parts.take().expect("built once");
-            if let Err(e) = reg.register(&mut rx, key.token(), mio::Interest::READABLE) {
-                release_slot(slot, sig); // before `tx` is closed
-                return Err(e);
-            }
-            let src = Rc::new(SignalSource {
-                sig,
-                key,
-                lp: self.downgrade(),
-                at,
-                installed: RefCell::new(Some(Installed { slot, rx, _tx: tx })),
-                cb: RefCell::new(Some(Box::new(f))),
-            });
-            made = Some(src.clone());
-            Ok(src as Rc<dyn Source>)
-        });
-        let key = match r {
-            Ok(key) => key,
-            Err(e) => {
-                if let Some(parts) = parts.take() {
-                    release_slot(slot, sig);
-                    drop(parts);
-                }
-                return Err(e);
-            }
-        };
-        self.claim_fd(fd, key);
-        let src = made.expect("built");
+        let slot = Rc::new(Cell::new(Some(acquire_slot(sig, tx.as_raw_fd())?)));
+        // On failure the source is dropped, which releases the slot.
+        let h = self.add_source(SignalSource {
+            sig,
+            at,
+            slot: slot.clone(),
+            rx,
+            _tx: tx,
+            cb: Box::new(f),
+        })?;
         // A signal that arrived between the slot and the registration left
         // its byte in the pipe: the edge was seen at registration. Look anyway.
-        self.wake_source(key, Ready::READABLE);
-        Ok(SignalHandler {
-            src: Rc::downgrade(&src),
-            sig,
-        })
+        h.wake();
+        let src = h.downgrade();
+        h.detach();
+        Ok(SignalHandler { src, slot, sig })
     }
 }

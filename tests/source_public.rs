@@ -1,12 +1,14 @@
-//! The public source trait: readiness, re-arm, changes from inside a
-//! dispatch, removal on drop, wake-only sources, contained panics, and
-//! Deferred/Result returns.
+//! The public source trait: readiness, re-arm or edge mode, changes from
+//! inside a dispatch, removal on drop, wake-only sources, weak references
+//! that wake and remove, contained panics, and Deferred/Result returns.
 
 #[path = "../examples/eventfd_source.rs"]
 #[allow(dead_code)]
 mod eventfd_source;
 
-use deferloop::source::{EventSource, Interest, PostAction, Readiness, SourceHandle};
+use deferloop::source::{
+    EventSource, Interest, Mode, PostAction, Readiness, SourceHandle, WeakSource,
+};
 use deferloop::{Deferred, EventLoop, Failure, Loop};
 use std::cell::{Cell, RefCell};
 use std::io::{Read, Write};
@@ -388,4 +390,138 @@ fn loop_closed_is_told() {
 fn the_eventfd_example_reads_what_another_thread_wrote() {
     // Runs the example's unsafe eventfd calls.
     assert_eq!(eventfd_source::run().unwrap(), 15);
+}
+
+/// A [`Reader`] in edge mode.
+struct EdgeReader(Reader);
+
+impl EventSource for EdgeReader {
+    type Ret = PostAction;
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.0.fd()
+    }
+    fn mode(&self) -> Mode {
+        Mode::Edge
+    }
+    fn process(&mut self, lp: &Loop, r: Readiness) -> PostAction {
+        self.0.process(lp, r)
+    }
+}
+
+#[test]
+fn edge_mode_is_not_rearmed() {
+    let ev = EventLoop::new().unwrap();
+    let (r, mut peer, got, calls) = reader(2, PostAction::Continue);
+    let h = ev.add_source(EdgeReader(r)).unwrap();
+    peer.write_all(b"abcdef").unwrap();
+    turns(&ev, 5);
+    // No re-arm: what the one dispatch left unread is not reported again.
+    assert_eq!(&*got.borrow(), b"ab");
+    assert_eq!(calls.get(), 1);
+    // New data is a new edge.
+    peer.write_all(b"g").unwrap();
+    turns(&ev, 5);
+    assert_eq!(&*got.borrow(), b"abcd");
+    assert_eq!(calls.get(), 2);
+    drop(h);
+}
+
+/// A source with no descriptor that keeps a weak reference to itself.
+struct SelfWaking {
+    me: Option<WeakSource<SelfWaking>>,
+    n: Rc<Cell<u32>>,
+    until: u32,
+    dropped: Rc<Cell<bool>>,
+}
+
+impl Drop for SelfWaking {
+    fn drop(&mut self) {
+        self.dropped.set(true);
+    }
+}
+
+impl EventSource for SelfWaking {
+    type Ret = PostAction;
+    fn process(&mut self, lp: &Loop, r: Readiness) -> PostAction {
+        assert!(r.woken && !r.readable);
+        self.n.set(self.n.get() + 1);
+        let me = self.me.clone().unwrap();
+        assert!(me.with(|_| ()).is_none(), "running: not lent twice");
+        if self.n.get() < self.until {
+            lp.call_soon(move |_| me.wake()).unwrap();
+        } else {
+            assert!(me.remove(), "removed from inside, applied on return");
+            assert!(!me.is_active());
+        }
+        PostAction::Continue
+    }
+}
+
+fn self_waking(
+    ev: &EventLoop,
+    until: u32,
+) -> (WeakSource<SelfWaking>, Rc<Cell<u32>>, Rc<Cell<bool>>) {
+    let n = Rc::new(Cell::new(0));
+    let dropped = Rc::new(Cell::new(false));
+    let h = ev
+        .add_source(SelfWaking {
+            me: None,
+            n: n.clone(),
+            until,
+            dropped: dropped.clone(),
+        })
+        .unwrap();
+    let me = h.downgrade();
+    assert_eq!(h.with(|s| s.me = Some(me.clone())), Some(()));
+    h.detach();
+    (me, n, dropped)
+}
+
+#[test]
+fn a_weak_source_wakes_it_and_dropping_it_keeps_it() {
+    let ev = EventLoop::new().unwrap();
+    let (me, n, dropped) = self_waking(&ev, 3);
+    let other = me.clone();
+    drop(other);
+    assert!(me.is_active(), "dropping a WeakSource removes nothing");
+    me.wake();
+    turns(&ev, 10);
+    assert_eq!(n.get(), 3, "woken by hand, then twice by itself");
+    assert!(!me.is_active());
+    assert!(
+        dropped.get(),
+        "the removal asked inside process was applied"
+    );
+    assert!(!me.remove(), "removing twice says it was gone");
+    me.wake(); // nothing: gone
+    turns(&ev, 2);
+    assert_eq!(n.get(), 3);
+}
+
+#[test]
+fn a_weak_source_removes_it_from_outside() {
+    let ev = EventLoop::new().unwrap();
+    let (me, n, dropped) = self_waking(&ev, 100);
+    me.wake();
+    turns(&ev, 2);
+    assert!(me.remove());
+    assert!(dropped.get(), "not running: dropped at once");
+    turns(&ev, 3);
+    let seen = n.get();
+    turns(&ev, 3);
+    assert_eq!(n.get(), seen, "no dispatch after removal");
+}
+
+#[test]
+fn readiness_during_a_turn_run_inside_with_is_kept() {
+    let ev = EventLoop::new().unwrap();
+    let (r, mut peer, got, calls) = reader(8, PostAction::Continue);
+    let h = ev.add_source(EdgeReader(r)).unwrap();
+    peer.write_all(b"xy").unwrap();
+    // The source is lent to `with` while the turn would dispatch it.
+    h.with(|_| turns(&ev, 1)).unwrap();
+    assert_eq!(calls.get(), 0);
+    turns(&ev, 2);
+    assert_eq!(&*got.borrow(), b"xy", "delivered after `with` returned");
+    assert_eq!(calls.get(), 1);
 }

@@ -1,5 +1,5 @@
-//! Noticing that a child exited, and reaping it: `ChildSource`, a source per
-//! child until it is reaped. Through a pidfd (Linux 5.3+: readable once the
+//! Noticing that a child exited, and reaping it: `ChildSource`, an edge-mode
+//! `EventSource` per child until it is reaped. Through a pidfd (Linux 5.3+: readable once the
 //! child exits, also when the kernel reaped it because `SIGCHLD` is
 //! ignored; `waitid(P_PIDFD)` gives the status) or, where there is none, a
 //! `SIGCHLD` handler of the loop and `waitpid(pid, WNOHANG)` for the child's own pid, never `-1`, so
@@ -13,32 +13,49 @@
 use super::reap;
 use super::ChildState;
 use crate::deferred::LoopClosed;
-use crate::reactor::{PostAction, Ready, Source, SourceKey};
+use crate::source::{EventSource, Interest, Mode, PostAction, Readiness};
 use crate::{Error, Loop, Signal, SignalHandler};
-use std::cell::RefCell;
-use std::os::unix::io::AsRawFd;
+use std::os::unix::io::{AsFd, BorrowedFd};
 use std::panic::Location;
 use std::rc::Rc;
 
+/// The exit watcher, a source on the public [`EventSource`] trait in
+/// [`Mode::Edge`]: the pidfd turns readable once.
 struct ChildSource {
     shared: Rc<ChildState>,
-    sigchld: RefCell<Option<SignalHandler>>,
+    sigchld: Option<SignalHandler>,
 }
 
-impl Source for ChildSource {
-    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, _: Ready) -> PostAction {
+impl EventSource for ChildSource {
+    type Ret = PostAction;
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.shared.pidfd.as_ref().map(AsFd::as_fd)
+    }
+
+    fn interest(&self) -> Interest {
+        Interest {
+            readable: self.shared.pidfd.is_some(),
+            writable: false,
+        }
+    }
+
+    fn mode(&self) -> Mode {
+        Mode::Edge
+    }
+
+    fn process(&mut self, lp: &Loop, _: Readiness) -> PostAction {
         self.shared.try_reap(lp);
         PostAction::Continue
     }
 
-    fn close(self: Rc<Self>, _lp: &Loop) {
+    fn loop_closed(&mut self, _lp: &Loop) {
         if self.shared.detached.get() {
             reap_in_thread(&self.shared);
         } else {
             kill_and_reap(&self.shared);
         }
-        let handler = self.sigchld.borrow_mut().take();
-        if let Some(h) = handler {
+        if let Some(h) = self.sigchld.take() {
             h.remove();
         }
         let waiters = std::mem::take(&mut *self.shared.waiters.borrow_mut());
@@ -50,10 +67,6 @@ impl Source for ChildSource {
     fn name(&self) -> &'static str {
         "child process"
     }
-
-    fn interest(&self) -> (bool, bool) {
-        (self.shared.pidfd.is_some(), false)
-    }
 }
 
 /// Starts watching `shared`'s child for its exit; installs `shared.unwatch`.
@@ -62,60 +75,41 @@ pub(super) fn watch(
     shared: &Rc<ChildState>,
     at: &'static Location<'static>,
 ) -> Result<(), Error> {
-    let raw = shared.pidfd.as_ref().map(AsRawFd::as_raw_fd);
-    let mut made = None;
-    let key = lp.insert_source(at, |key, r| {
-        if let Some(fd) = raw {
-            r.register(
-                &mut mio::unix::SourceFd(&fd),
-                key.token(),
-                mio::Interest::READABLE,
-            )?;
-        }
-        let src = Rc::new(ChildSource {
-            shared: shared.clone(),
-            sigchld: RefCell::new(None),
-        });
-        made = Some(src.clone());
-        Ok(src as Rc<dyn Source>)
-    })?;
-    let src = made.expect("built");
-    if let Some(fd) = raw {
-        lp.claim_fd(fd, key);
+    let sigchld = if shared.pidfd.is_some() {
+        None
     } else {
         let weak = Rc::downgrade(shared);
-        let h = lp.add_signal_handler(Signal::CHLD, move |lp, _| {
+        Some(lp.add_signal_handler(Signal::CHLD, move |lp, _| {
             if let Some(s) = weak.upgrade() {
                 s.try_reap(lp);
             }
-        });
-        match h {
-            Ok(h) => *src.sigchld.borrow_mut() = Some(h),
-            Err(e) => {
-                let garbage = lp.remove_source(key);
-                drop(garbage);
-                return Err(e);
+        })?)
+    };
+    let added = lp.add_source_at(
+        at,
+        ChildSource {
+            shared: shared.clone(),
+            sigchld: sigchld.clone(),
+        },
+    );
+    let src = match added {
+        Ok(h) => {
+            let src = h.downgrade();
+            h.detach();
+            src
+        }
+        Err(e) => {
+            if let Some(h) = sigchld {
+                h.remove();
             }
+            return Err(e);
         }
-    }
-    let weak_src = Rc::downgrade(&src);
-    drop(src);
-    *shared.unwatch.borrow_mut() = Some(Box::new(move |lp: &Loop| {
-        let Some(src) = weak_src.upgrade() else {
-            return;
-        };
-        if let Some(fd) = raw {
-            lp.with_selector(|r| {
-                let _ = r.deregister(&mut mio::unix::SourceFd(&fd));
-            });
-            lp.release_fd(fd, key);
-        }
-        let handler = src.sigchld.borrow_mut().take();
-        if let Some(h) = handler {
+    };
+    *shared.unwatch.borrow_mut() = Some(Box::new(move |_: &Loop| {
+        if let Some(h) = sigchld {
             h.remove();
         }
-        let garbage = lp.remove_source(key);
-        drop((garbage, src));
+        src.remove(); // deregisters the pidfd, which stays open in `shared`
     }));
     Ok(())
 }

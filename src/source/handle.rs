@@ -1,7 +1,8 @@
 //! [`SourceHandle`], and [`Loop::add_source`] that makes one: what a user
-//! holds of a source the loop owns.
+//! holds of a source the loop owns; [`WeakSource`], a reference that does
+//! not own it (to wake or remove it from elsewhere, the source included).
 
-use super::{Adapter, EventSource, Interest, Readiness, State};
+use super::{Adapter, EventSource, Interest, Mode, Readiness, State};
 use crate::reactor::{self, Ready};
 use crate::Loop;
 use mio::unix::SourceFd;
@@ -24,7 +25,7 @@ pub struct SourceHandle<S: EventSource> {
 }
 
 impl<S: EventSource> SourceHandle<S> {
-    fn change(&self, f: impl FnOnce(&mut State<S>)) -> bool {
+    fn change(&self, f: impl FnOnce(&mut State)) -> bool {
         let Some(a) = self.inner.upgrade() else {
             return false;
         };
@@ -46,10 +47,15 @@ impl<S: EventSource> SourceHandle<S> {
     /// (a source with no descriptor is dispatched only so). Idempotent
     /// within a turn.
     pub fn wake(&self) {
-        if let Some(a) = self.inner.upgrade() {
-            if let Some(lp) = a.lp.upgrade() {
-                lp.wake_source(a.key, Ready::WOKEN);
-            }
+        wake(&self.inner);
+    }
+
+    /// A reference to the source that does not own it: dropping it leaves
+    /// the source in place. Kept in the source itself, it lets `process` (or
+    /// a timer it set) wake the source with no cycle.
+    pub fn downgrade(&self) -> WeakSource<S> {
+        WeakSource {
+            inner: self.inner.clone(),
         }
     }
 
@@ -82,21 +88,12 @@ impl<S: EventSource> SourceHandle<S> {
 
     /// Runs `f` with the source, unless it is running now (`None`), or gone.
     pub fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> Option<R> {
-        let a = self.inner.upgrade()?;
-        let mut src = a.st.borrow_mut().src.take()?;
-        let r = f(&mut src);
-        let mut st = a.st.borrow_mut();
-        if st.src.is_none() && !st.remove {
-            st.src = Some(src);
-        }
-        Some(r)
+        with(&self.inner, f)
     }
 
     /// Whether the source is still registered.
     pub fn is_active(&self) -> bool {
-        self.inner
-            .upgrade()
-            .is_some_and(|a| !a.st.borrow().remove && a.lp.upgrade().is_some())
+        is_active(&self.inner)
     }
 
     /// Removes the source and gives it back (`None` if it is gone, or if it
@@ -109,7 +106,7 @@ impl<S: EventSource> SourceHandle<S> {
             if st.running {
                 None
             } else {
-                st.src.take()
+                a.src.try_borrow_mut().ok().and_then(|mut s| s.take())
             }
         };
         if let Some(lp) = a.lp.upgrade() {
@@ -123,6 +120,138 @@ impl<S: EventSource> SourceHandle<S> {
     pub fn detach(self) {
         let mut me = std::mem::ManuallyDrop::new(self);
         drop(std::mem::take(&mut me.inner));
+    }
+}
+
+fn wake<S: EventSource>(inner: &Weak<Adapter<S>>) {
+    if let Some(a) = inner.upgrade() {
+        if let Some(lp) = a.lp.upgrade() {
+            lp.wake_source(a.key, Ready::WOKEN);
+        }
+    }
+}
+
+fn with<S: EventSource, R>(inner: &Weak<Adapter<S>>, f: impl FnOnce(&mut S) -> R) -> Option<R> {
+    let a = inner.upgrade()?;
+    let r = {
+        let mut src = a.src.try_borrow_mut().ok()?;
+        f(src.as_mut()?)
+    };
+    // Removed by `f` (through a handle): finish the removal now.
+    let garbage = if a.st.borrow().remove {
+        a.src.borrow_mut().take()
+    } else {
+        None
+    };
+    drop(garbage);
+    // A turn that `f` ran kept what it could not deliver: deliver it.
+    if !a.st.borrow().stash.is_empty() {
+        wake(inner);
+    }
+    Some(r)
+}
+
+fn is_active<S: EventSource>(inner: &Weak<Adapter<S>>) -> bool {
+    inner
+        .upgrade()
+        .is_some_and(|a| !a.st.borrow().remove && a.lp.upgrade().is_some())
+}
+
+/// A reference to a source that does not own it, from
+/// [`SourceHandle::downgrade`]: `Clone`, and dropping it changes nothing.
+/// The source stays until a [`SourceHandle`] of it is dropped or removes
+/// it, [`remove`](Self::remove) is called here, it returns
+/// [`PostAction::Remove`](super::PostAction::Remove), or the loop closes.
+///
+/// # Examples
+/// A source that wakes itself later, from a timer:
+/// ```
+/// use deferloop::source::{EventSource, PostAction, Readiness, WeakSource};
+/// use deferloop::{EventLoop, Loop};
+/// use std::time::Duration;
+///
+/// struct Tick {
+///     me: Option<WeakSource<Tick>>,
+///     n: u32,
+/// }
+///
+/// impl EventSource for Tick {
+///     type Ret = PostAction;
+///     fn process(&mut self, lp: &Loop, _: Readiness) -> PostAction {
+///         self.n += 1;
+///         if self.n == 3 {
+///             lp.stop();
+///             return PostAction::Remove;
+///         }
+///         let me = self.me.clone().expect("set after add_source");
+///         match lp.call_later(Duration::ZERO, move |_| me.wake()) {
+///             Ok(_) => PostAction::Continue,
+///             Err(_) => PostAction::Remove, // the loop is closed
+///         }
+///     }
+/// }
+///
+/// let ev = EventLoop::new()?;
+/// let h = ev.add_source(Tick { me: None, n: 0 })?;
+/// let me = h.downgrade();
+/// h.with(|t| t.me = Some(me.clone()));
+/// h.detach();
+/// me.wake();
+/// ev.run()?;
+/// assert!(!me.is_active(), "it removed itself");
+/// # Ok::<(), deferloop::Error>(())
+/// ```
+pub struct WeakSource<S: EventSource> {
+    inner: Weak<Adapter<S>>,
+}
+
+impl<S: EventSource> WeakSource<S> {
+    /// As [`SourceHandle::wake`]; nothing if the source is gone.
+    pub fn wake(&self) {
+        wake(&self.inner);
+    }
+
+    /// As [`SourceHandle::with`].
+    pub fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> Option<R> {
+        with(&self.inner, f)
+    }
+
+    /// Whether the source is still registered.
+    pub fn is_active(&self) -> bool {
+        is_active(&self.inner)
+    }
+
+    /// Removes the source (deregistering its descriptor, then dropping it;
+    /// while its own `process` runs, when that returns). Returns whether it
+    /// was still there.
+    pub fn remove(&self) -> bool {
+        let Some(a) = self.inner.upgrade() else {
+            return false;
+        };
+        if a.st.borrow().remove {
+            return false;
+        }
+        a.st.borrow_mut().remove = true;
+        if let Some(lp) = a.lp.upgrade() {
+            a.sync(&lp, false);
+        }
+        true
+    }
+}
+
+impl<S: EventSource> Clone for WeakSource<S> {
+    fn clone(&self) -> Self {
+        WeakSource {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S: EventSource> fmt::Debug for WeakSource<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakSource")
+            .field("active", &self.is_active())
+            .finish()
     }
 }
 
@@ -157,10 +286,19 @@ impl Loop {
     /// if the selector refuses the descriptor (e.g. it is already polled).
     #[track_caller]
     pub fn add_source<S: EventSource>(&self, source: S) -> Result<SourceHandle<S>, crate::Error> {
-        let at = Location::caller();
+        self.add_source_at(Location::caller(), source)
+    }
+
+    /// [`add_source`](Self::add_source), reported as registered at `at`.
+    pub(crate) fn add_source_at<S: EventSource>(
+        &self,
+        at: &'static Location<'static>,
+        source: S,
+    ) -> Result<SourceHandle<S>, crate::Error> {
         let fd = source.fd().map(|f| f.as_raw_fd());
         let interest = source.interest();
         let name = source.name();
+        let rearm = source.mode() == Mode::Level;
         let mut source = Some(source);
         let mut made = None;
         let key = self.insert_source(at, |key, reg| {
@@ -177,9 +315,11 @@ impl Loop {
                 at,
                 fd,
                 name,
+                rearm,
+                src: RefCell::new(source.take()),
                 st: RefCell::new(State {
-                    src: source.take(),
                     running: false,
+                    dirty: false,
                     waiting: false,
                     enabled: true,
                     remove: false,

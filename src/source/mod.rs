@@ -27,13 +27,17 @@
 //!   (nor its descriptor polled) until it fires — back-pressure without a
 //!   flag of your own. Or a `Result`: an error is reported and the source removed.
 //!
-//! Readiness is level-triggered, as `add_reader`'s is: after a dispatch that
-//! delivered readiness, the descriptor is re-armed (one `epoll_ctl`), so data
-//! left unread is reported at the next poll. Tests: tests/source_public.rs.
+//! Readiness is level-triggered by default, as `add_reader`'s is: after a
+//! dispatch that delivered readiness, the descriptor is re-armed (one
+//! `epoll_ctl`), so data left unread is reported at the next poll. A source
+//! that drains its descriptor each time asks for [`Mode::Edge`]: registered
+//! once, never re-armed, so [`PostAction::Continue`] costs no system call.
+//! The crate's own signals and child processes are such sources, on this
+//! same trait. Tests: tests/source_public.rs.
 
 mod handle;
 
-pub use handle::SourceHandle;
+pub use handle::{SourceHandle, WeakSource};
 
 use crate::reactor::{self, Ready, SourceKey, WeakLoop};
 use crate::{Deferred, ExceptionContext, Failure, Loop};
@@ -80,6 +84,51 @@ impl Interest {
     }
 }
 
+/// How readiness of a source's descriptor is reported.
+///
+/// # Examples
+/// A source that reads until `WouldBlock` each time needs no re-arm:
+/// ```
+/// use deferloop::source::{EventSource, Mode, PostAction, Readiness};
+/// use deferloop::Loop;
+/// use std::io::Read;
+/// use std::os::unix::io::{AsFd, BorrowedFd};
+/// use std::os::unix::net::UnixStream;
+///
+/// struct Drain(UnixStream);
+///
+/// impl EventSource for Drain {
+///     type Ret = PostAction;
+///     fn fd(&self) -> Option<BorrowedFd<'_>> {
+///         Some(self.0.as_fd())
+///     }
+///     fn mode(&self) -> Mode {
+///         Mode::Edge
+///     }
+///     fn process(&mut self, _: &Loop, _: Readiness) -> PostAction {
+///         let mut buf = [0u8; 4096];
+///         while let Ok(n) = (&self.0).read(&mut buf) {
+///             if n == 0 {
+///                 return PostAction::Remove;
+///             }
+///         }
+///         PostAction::Continue // drained (WouldBlock): no system call
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Re-armed after each dispatch that delivered readiness (one
+    /// `epoll_ctl`): what is left unread is reported again at the next poll.
+    #[default]
+    Level,
+    /// Registered once and never re-armed (epoll's `EPOLLET`): readiness is
+    /// reported when it changes, so `process` must read (or write) until
+    /// `WouldBlock`, or return [`PostAction::Again`] or wake itself with work
+    /// left. [`PostAction::Continue`] costs no system call.
+    Edge,
+}
+
 /// What happened since the source's last dispatch (everything that arrived,
 /// merged into one dispatch per turn).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -90,7 +139,8 @@ pub struct Readiness {
     pub writable: bool,
     /// The peer closed its writing side or hung up.
     pub read_closed: bool,
-    /// [`SourceHandle::wake`] was called, [`PostAction::Again`] returned, or
+    /// [`SourceHandle::wake`] or [`WeakSource::wake`] was called,
+    /// [`PostAction::Again`] returned, or
     /// the source resumed (enabled, or its Deferred fired) with news kept.
     pub woken: bool,
 }
@@ -235,6 +285,12 @@ pub trait EventSource: 'static {
         Interest::READABLE
     }
 
+    /// How readiness is reported: asked once, when the source is added
+    /// (default: [`Mode::Level`]).
+    fn mode(&self) -> Mode {
+        Mode::Level
+    }
+
     /// Step 6, once per turn in which the source was ready or woken.
     /// A panic is given to the exception handler; the source stays.
     fn process(&mut self, lp: &Loop, readiness: Readiness) -> Self::Ret;
@@ -258,13 +314,18 @@ struct Adapter<S> {
     at: &'static Location<'static>,
     fd: Option<RawFd>,
     name: &'static str,
-    st: RefCell<State<S>>,
+    /// Re-arm after a dispatch that delivered readiness ([`Mode::Level`]).
+    rearm: bool,
+    /// The source: borrowed while `process` (or a handle's `with`) runs,
+    /// in place, with no move; `None` once removed.
+    src: RefCell<Option<S>>,
+    st: RefCell<State>,
 }
 
-struct State<S> {
-    /// `None` while `process` runs, and once removed.
-    src: Option<S>,
+struct State {
     running: bool,
+    /// A change asked for while `process` ran: `sync` when it returns.
+    dirty: bool,
     /// Waiting on a Deferred `process` returned.
     waiting: bool,
     enabled: bool,
@@ -282,10 +343,12 @@ impl<S: EventSource> Adapter<S> {
     fn sync(self: &Rc<Self>, lp: &Loop, rearm: bool) {
         let mut st = self.st.borrow_mut();
         if st.running {
-            return; // applied when `process` returns
+            st.dirty = true; // applied when `process` returns
+            return;
         }
         if st.remove {
-            let garbage = st.src.take();
+            // Borrowed only by a handle's `with` running now: dropped when it ends.
+            let garbage = self.src.try_borrow_mut().ok().and_then(|mut s| s.take());
             let had = st.registered.take();
             drop(st);
             if let (Some(fd), Some(_)) = (self.fd, had) {
@@ -371,27 +434,54 @@ impl<S: EventSource> Adapter<S> {
 
 impl<S: EventSource> reactor::Source for Adapter<S> {
     fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, ready: Ready) -> reactor::PostAction {
-        let (mut src, readiness) = {
+        let readiness = {
             let mut st = self.st.borrow_mut();
-            let readiness = std::mem::take(&mut st.stash).merge(Readiness::from_ready(ready));
-            if st.remove || st.waiting || !st.enabled {
+            let mut readiness = Readiness::from_ready(ready);
+            if !st.stash.is_empty() {
+                readiness = std::mem::take(&mut st.stash).merge(readiness);
+            }
+            // `running` here would need a turn inside `process`, which the
+            // loop refuses (`Error::Running`): checked so as never to lend twice.
+            if st.remove || st.waiting || !st.enabled || st.running {
                 st.stash = readiness;
                 return reactor::PostAction::Continue;
             }
-            let Some(src) = st.src.take() else {
+            st.running = true;
+            readiness
+        };
+        let out = {
+            // Busy only if a handle's `with` runs a turn: the news is kept
+            // for when `with` returns.
+            let Ok(mut src) = self.src.try_borrow_mut() else {
+                let mut st = self.st.borrow_mut();
+                st.running = false;
+                st.stash = readiness;
                 return reactor::PostAction::Continue;
             };
-            st.running = true;
-            (src, readiness)
+            let Some(src) = src.as_mut() else {
+                self.st.borrow_mut().running = false;
+                return reactor::PostAction::Continue;
+            };
+            catch_unwind(AssertUnwindSafe(|| {
+                src.process(lp, readiness).into_outcome()
+            }))
         };
-        let polled = readiness.readable || readiness.writable;
-        let out = catch_unwind(AssertUnwindSafe(|| {
-            src.process(lp, readiness).into_outcome()
-        }));
-        {
+        let dirty = {
             let mut st = self.st.borrow_mut();
             st.running = false;
-            st.src = Some(src);
+            std::mem::take(&mut st.dirty)
+        };
+        let polled = self.rearm && (readiness.readable || readiness.writable);
+        // The common case costs no more than a direct `Source`: nothing to
+        // re-arm (edge mode, or no readiness), nothing changed.
+        if let Ok(Outcome::Now(a @ (PostAction::Continue | PostAction::Again))) = &out {
+            if !dirty && !polled {
+                return if *a == PostAction::Again {
+                    reactor::PostAction::Again
+                } else {
+                    reactor::PostAction::Continue
+                };
+            }
         }
         let mut again = false;
         match out {
@@ -419,7 +509,7 @@ impl<S: EventSource> reactor::Source for Adapter<S> {
     }
 
     fn close(self: Rc<Self>, lp: &Loop) {
-        let src = self.st.borrow_mut().src.take();
+        let src = self.src.try_borrow_mut().ok().and_then(|mut s| s.take());
         if let Some(mut src) = src {
             let _ = catch_unwind(AssertUnwindSafe(|| src.loop_closed(lp)));
         }
