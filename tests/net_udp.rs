@@ -114,6 +114,9 @@ fn a_datagram_round_trip_then_each_side_closes_once() {
             .len(),
         1
     );
+    // The count outlives the socket: still there once it is gone, and the
+    // send to the gone socket was counted too.
+    assert_eq!(client.dropped_datagrams(), 2, "counted, also once gone");
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //! (`net/core/mod.rs`). The handle is `transport.rs`. Tests: tests/net_udp.rs.
 
 use crate::net::core::buffer::Flow;
-use crate::net::core::{self, Phase, WeakConn};
+use crate::net::core::{self, Phase};
 use crate::net::{DatagramProtocol, DatagramTransport, Limits};
 use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
 use crate::{Error, Failure, Loop};
@@ -45,7 +45,8 @@ pub(crate) struct DgramState {
     /// `connection_made` still to be delivered (the first dispatch does it).
     pub(crate) greet: bool,
     /// Datagrams ignored: sent after a close, or over the queue's cap.
-    pub(crate) dropped: u64,
+    /// Shared with every handle, so the count outlives the socket.
+    pub(crate) dropped: Rc<Cell<u64>>,
     /// The queue is over its cap: the drop was reported to `error_received`.
     pub(crate) over_cap: bool,
     /// The send queue's cap (`Limits::write_buffer_cap`).
@@ -80,7 +81,7 @@ impl DgramState {
             write_ready: false,
             errors: VecDeque::new(),
             greet: true,
-            dropped: 0,
+            dropped: Rc::default(),
             over_cap: false,
             cap: SEND_QUEUE_CAP,
             read_budget: Limits::DEFAULT.read_budget,
@@ -96,7 +97,7 @@ impl DgramState {
             self.queued_bytes += cost;
             return Admit::Queue;
         }
-        self.dropped += 1;
+        self.dropped.set(self.dropped.get() + 1);
         if std::mem::replace(&mut self.over_cap, true) {
             return Admit::Drop;
         }
@@ -163,9 +164,7 @@ pub(crate) fn open(
         Ok((d, (fd >= 0).then_some(fd))) // a simulated socket has none
     })?;
     lp.wake_source(d.key, Ready::EMPTY);
-    Ok(DatagramTransport {
-        conn: WeakConn::new(&d),
-    })
+    Ok(DatagramTransport::new(&d))
 }
 
 pub(crate) fn send_one(sock: &UdpSock, data: &[u8], to: Option<SocketAddr>) -> io::Result<usize> {
@@ -358,9 +357,7 @@ impl Source for Dgram {
             return PostAction::Continue;
         };
         self.dispatching.set(true);
-        let t = DatagramTransport {
-            conn: WeakConn::new(&self),
-        };
+        let t = DatagramTransport::new(&self);
         let mut again = false;
         if !greet || self.call(lp, &mut proto, |p| p.connection_made(&t)) {
             self.flush(lp);
@@ -407,9 +404,7 @@ impl Source for Dgram {
         let Some(mut proto) = self.proto.borrow_mut().take() else {
             return;
         };
-        let t = DatagramTransport {
-            conn: WeakConn::new(&self),
-        };
+        let t = DatagramTransport::new(&self);
         if greet {
             let message = "Exception in datagram protocol callback";
             let _ = core::contain(lp, self.at, message, || proto.connection_made(&t));
@@ -439,6 +434,9 @@ mod tests {
         assert_eq!(st.queued_bytes, cap);
         assert_eq!(st.admit(0, cap), Admit::DropAndTell);
         assert_eq!(st.admit(100, cap), Admit::Drop);
-        assert_eq!((st.dropped, st.errors.len(), st.queued_bytes), (2, 1, cap));
+        assert_eq!(
+            (st.dropped.get(), st.errors.len(), st.queued_bytes),
+            (2, 1, cap)
+        );
     }
 }

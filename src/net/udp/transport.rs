@@ -7,11 +7,13 @@ use crate::net::udp::socket::{open, send_one, Admit, Dgram, DgramState, UdpSock}
 use crate::net::{DatagramProtocol, Limits};
 use crate::reactor::WeakLoop;
 use crate::{Error, Failure, Loop};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::io;
 use std::net::SocketAddr;
 use std::panic::Location;
+use std::rc::Rc;
 
 /// A UDP socket, as its protocol and the user see it: a cheap handle
 /// (`Clone`; equal handles name the same socket). It keeps neither the socket
@@ -20,12 +22,38 @@ use std::panic::Location;
 /// As with [`Transport`](crate::net::Transport), methods change state at once and
 /// the protocol hears the consequences from the loop; on a closed socket every
 /// method does nothing.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct DatagramTransport {
     pub(crate) conn: WeakConn<Dgram>,
+    /// The socket's count of datagrams ignored, kept here too so that it
+    /// still reads right once the socket is gone.
+    dropped: Rc<Cell<u64>>,
+}
+
+impl PartialEq for DatagramTransport {
+    fn eq(&self, other: &Self) -> bool {
+        self.conn == other.conn
+    }
+}
+
+impl Eq for DatagramTransport {}
+
+impl Hash for DatagramTransport {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.conn.hash(state);
+    }
 }
 
 impl DatagramTransport {
+    /// A handle to `d`.
+    pub(crate) fn new(d: &Rc<Dgram>) -> DatagramTransport {
+        let dropped = d.st.borrow().dropped.clone();
+        DatagramTransport {
+            conn: WeakConn::new(d),
+            dropped,
+        }
+    }
+
     /// The loop this socket belongs to; `None` once the socket is gone.
     pub fn event_loop(&self) -> Option<Loop> {
         self.conn.event_loop()
@@ -42,9 +70,10 @@ impl DatagramTransport {
         self.send_inner(data, Some(addr));
     }
 
-    /// Datagrams ignored so far: sent after a close, or over the queue's cap.
+    /// Datagrams ignored so far: sent after a close (also once the socket is
+    /// gone), or over the queue's cap.
     pub fn dropped_datagrams(&self) -> u64 {
-        self.conn.live().map_or(0, |(d, _)| d.st.borrow().dropped)
+        self.dropped.get()
     }
 
     /// Sends one datagram to the connected peer (see [`Loop::connect_udp`]);
@@ -55,13 +84,14 @@ impl DatagramTransport {
 
     fn send_inner(&self, data: &[u8], to: Option<SocketAddr>) {
         let Some((d, lp)) = self.conn.live() else {
+            self.dropped.set(self.dropped.get() + 1);
             return crate::net::gone_write("a UDP socket", data.len());
         };
         let mut st = d.st.borrow_mut();
         let st = &mut *st;
         if !matches!(st.phase, Phase::Open) {
-            st.dropped += 1;
-            if st.dropped == 1 {
+            self.dropped.set(self.dropped.get() + 1);
+            if self.dropped.get() == 1 {
                 log::warn!("deferloop: send on a closing or closed UDP socket ignored");
             }
             return;
