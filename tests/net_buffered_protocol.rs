@@ -28,6 +28,10 @@ struct Lender {
 }
 
 impl Protocol for Lender {
+    fn lends_buffers(&self) -> bool {
+        true
+    }
+
     fn get_buffer(&mut self, _t: &Transport, size_hint: usize) -> Option<Vec<u8>> {
         let mut seen = self.seen.borrow_mut();
         seen.hints.push(size_hint);
@@ -132,6 +136,10 @@ fn in_memory_the_bytes_are_copied_into_the_lent_buffer() {
 struct DefaultUpdate(Rc<RefCell<Vec<u8>>>);
 
 impl Protocol for DefaultUpdate {
+    fn lends_buffers(&self) -> bool {
+        true
+    }
+
     fn get_buffer(&mut self, _t: &Transport, _hint: usize) -> Option<Vec<u8>> {
         Some(Vec::with_capacity(10))
     }
@@ -150,6 +158,30 @@ fn buffer_updated_by_default_passes_the_new_bytes_to_data_received() {
     peer.send(b"world");
     ev.run_once().unwrap();
     assert_eq!(&*got.borrow(), b"hello, world");
+}
+
+/// A protocol that has a `get_buffer` but does not say it lends: never
+/// asked (the read path of a protocol that does not lend stays as it was).
+struct NotLending(Rc<RefCell<(usize, Vec<u8>)>>);
+
+impl Protocol for NotLending {
+    fn get_buffer(&mut self, _t: &Transport, _hint: usize) -> Option<Vec<u8>> {
+        self.0.borrow_mut().0 += 1;
+        Some(Vec::with_capacity(10))
+    }
+    fn data_received(&mut self, _t: &Transport, data: &[u8]) {
+        self.0.borrow_mut().1.extend_from_slice(data);
+    }
+}
+
+#[test]
+fn a_protocol_that_does_not_say_it_lends_is_never_asked_for_a_buffer() {
+    let ev = EventLoop::new().unwrap();
+    let got = Rc::new(RefCell::new((0, Vec::new())));
+    let (_t, peer) = memory::open(&ev, NotLending(got.clone())).unwrap();
+    peer.send(b"hello");
+    ev.run_once().unwrap();
+    assert_eq!(*got.borrow(), (0, b"hello".to_vec()));
 }
 
 #[test]

@@ -147,8 +147,18 @@ pub trait Protocol: Any {
     /// Bytes arrived. `data` borrows the loop's read buffer: copy what you keep.
     fn data_received(&mut self, transport: &Transport, data: &[u8]);
 
+    /// Whether this protocol lends a buffer of its own for reads (asyncio's
+    /// `BufferedProtocol`): asked once, when the connection is made with it.
+    /// `false` (the default): [`get_buffer`](Self::get_buffer) is never
+    /// asked and every read goes to [`data_received`](Self::data_received),
+    /// so a protocol that does not lend pays nothing for the choice.
+    fn lends_buffers(&self) -> bool {
+        false
+    }
+
     /// Where the next read's bytes go, for a protocol that keeps them in a
-    /// buffer of its own (asyncio's `BufferedProtocol.get_buffer`): return
+    /// buffer of its own (asyncio's `BufferedProtocol.get_buffer`), asked
+    /// before each read when [`lends_buffers`](Self::lends_buffers) said so: return
     /// your `Vec` and the read appends to it, straight from the socket, with
     /// no copy through the loop's read buffer; [`buffer_updated`](Self::buffer_updated)
     /// hands it back. `None` (the default): the bytes come to

@@ -548,6 +548,10 @@ impl Protocol for StreamProtocol {
         }
     }
 
+    fn lends_buffers(&self) -> bool {
+        true
+    }
+
     /// The stream's own buffer, for the read to append to: no copy through
     /// the loop's read buffer. Not while the stream is copied (its bytes
     /// pass on, see `relay.rs`).

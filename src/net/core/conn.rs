@@ -47,6 +47,9 @@ pub(crate) struct Conn {
     /// The user's protocol; `None` while one of its methods runs, and after
     /// `connection_lost`.
     pub(super) proto: RefCell<Option<Box<dyn Protocol>>>,
+    /// The protocol lends its buffer for reads (`Protocol::lends_buffers`,
+    /// asked once): only then is `get_buffer` asked before each read.
+    pub(super) lends: bool,
     /// Set while this connection's dispatch runs: what its protocol causes
     /// meanwhile is picked up before the dispatch ends.
     pub(super) dispatching: Cell<bool>,
@@ -64,6 +67,11 @@ impl Conn {
         connect: Option<String>,
         at: &'static Location<'static>,
     ) -> Result<Rc<Conn>, Error> {
+        // User code, with nothing borrowed; a panic is reported, and the
+        // protocol then reads the plain way.
+        let mut lends = false;
+        let message = "Exception in protocol callback";
+        let _ = core::contain(lp, at, message, || lends = proto.lends_buffers());
         let conn = core::enter(lp, at, |key, r| {
             io.register(r, key.token())?;
             let fd = io.fd();
@@ -73,6 +81,7 @@ impl Conn {
                 at,
                 st: RefCell::new(ConnState::new(io, connect)),
                 proto: RefCell::new(Some(proto)),
+                lends,
                 dispatching: Cell::new(false),
                 on_lost: RefCell::new(None),
             };

@@ -139,7 +139,7 @@ impl Conn {
             // A protocol that keeps its bytes in a buffer of its own lends it
             // (asyncio's BufferedProtocol): the read goes straight into it.
             let mut lent = None;
-            if !self.call(lp, proto, |p| lent = p.get_buffer(t, limit)) {
+            if self.lends && !self.call(lp, proto, |p| lent = p.get_buffer(t, limit)) {
                 break;
             }
             let step = 'read: {
