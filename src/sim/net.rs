@@ -18,6 +18,7 @@ use std::cell::RefCell;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::fmt::Write as _;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
@@ -325,6 +326,35 @@ impl Net {
 
     pub(crate) fn name(&self, h: HostId) -> &str {
         &self.hosts[h].name
+    }
+
+    /// The address a socket binding `addr` on `h` gets: `addr`'s port, or
+    /// the next ephemeral one not `taken` for port 0. Streams and datagrams
+    /// pass their own `taken` (their ports are apart, as TCP's and UDP's).
+    pub(crate) fn bind(
+        &mut self,
+        h: HostId,
+        addr: SocketAddr,
+        taken: impl Fn(&HostNet, u16) -> bool,
+    ) -> io::Result<SocketAddr> {
+        let ip = self.hosts[h].ip;
+        if !(addr.ip().is_unspecified() || addr.ip().is_loopback() || addr.ip() == ip) {
+            return Err(io::ErrorKind::AddrNotAvailable.into());
+        }
+        let port = if addr.port() == 0 {
+            loop {
+                let p = self.ephemeral_port(h);
+                if !taken(&self.hosts[h], p) {
+                    break p;
+                }
+            }
+        } else {
+            addr.port()
+        };
+        if taken(&self.hosts[h], port) {
+            return Err(io::ErrorKind::AddrInUse.into());
+        }
+        Ok(SocketAddr::new(ip, port))
     }
 
     pub(crate) fn ephemeral_port(&mut self, h: HostId) -> u16 {

@@ -34,24 +34,7 @@ impl UdpSock {
             return mio::net::UdpSocket::bind(addr).map(UdpSock::Real);
         };
         let mut n = net.borrow_mut();
-        let ip = n.hosts[host].ip;
-        if !(addr.ip().is_unspecified() || addr.ip().is_loopback() || addr.ip() == ip) {
-            return Err(io::ErrorKind::AddrNotAvailable.into());
-        }
-        let port = if addr.port() == 0 {
-            loop {
-                let p = n.ephemeral_port(host);
-                if !n.hosts[host].udp.contains_key(&p) {
-                    break p;
-                }
-            }
-        } else {
-            addr.port()
-        };
-        if n.hosts[host].udp.contains_key(&port) {
-            return Err(io::ErrorKind::AddrInUse.into());
-        }
-        let local = SocketAddr::new(ip, port);
+        let local = n.bind(host, addr, |h, p| h.udp.contains_key(&p))?;
         let q = Rc::new(RefCell::new(UdpQ {
             host,
             local,
@@ -61,7 +44,7 @@ impl UdpSock {
             key: None,
             lp: lp.downgrade(),
         }));
-        n.hosts[host].udp.insert(port, q.clone());
+        n.hosts[host].udp.insert(local.port(), q.clone());
         trace!(n, "{} udp bind {local}", n.name(host));
         drop(n);
         Ok(UdpSock::Sim(SimUdp { q, net }))

@@ -106,24 +106,10 @@ pub(crate) fn connect(lp: &Loop, to: SocketAddr) -> Option<io::Result<Box<dyn Wi
 pub(crate) fn listen(lp: &Loop, addr: SocketAddr) -> Option<io::Result<(SimListen, SockAddr)>> {
     let (net, host) = host_of(lp)?;
     let mut n = net.borrow_mut();
-    let ip = n.hosts[host].ip;
-    if !(addr.ip().is_unspecified() || addr.ip().is_loopback() || addr.ip() == ip) {
-        return Some(Err(io::ErrorKind::AddrNotAvailable.into()));
-    }
-    let port = if addr.port() == 0 {
-        loop {
-            let p = n.ephemeral_port(host);
-            if !n.hosts[host].listeners.contains_key(&p) {
-                break p;
-            }
-        }
-    } else {
-        addr.port()
+    let local = match n.bind(host, addr, |h, p| h.listeners.contains_key(&p)) {
+        Ok(local) => local,
+        Err(e) => return Some(Err(e)),
     };
-    if n.hosts[host].listeners.contains_key(&port) {
-        return Some(Err(io::ErrorKind::AddrInUse.into()));
-    }
-    let local = SocketAddr::new(ip, port);
     let q = Rc::new(RefCell::new(ListenQ {
         host,
         addr: local,
@@ -132,7 +118,7 @@ pub(crate) fn listen(lp: &Loop, addr: SocketAddr) -> Option<io::Result<(SimListe
         key: None,
         lp: lp.downgrade(),
     }));
-    n.hosts[host].listeners.insert(port, q.clone());
+    n.hosts[host].listeners.insert(local.port(), q.clone());
     trace!(n, "{} listen {local}", n.name(host));
     drop(n);
     Some(Ok((SimListen { q, net }, SockAddr::Inet(local))))
