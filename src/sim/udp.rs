@@ -6,7 +6,7 @@
 
 use crate::reactor::{Ready, SourceKey};
 use crate::sim::net::{trace, Net, UdpQ};
-use crate::sim::wire::host_of;
+use crate::sim::wire::{host_of, kick};
 use crate::Loop;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -140,10 +140,7 @@ impl mio::event::Source for UdpSock {
                 } else {
                     Ready::WRITABLE | Ready::READABLE
                 };
-                if let Some(lp) = q.lp.upgrade() {
-                    let key = SourceKey::from_token(token);
-                    let _ = lp.call_soon(move |lp| lp.wake_source(key, ready));
-                }
+                kick(&q.lp, token, ready);
                 Ok(())
             }
         }

@@ -126,7 +126,7 @@ pub(crate) fn listen(lp: &Loop, addr: SocketAddr) -> Option<io::Result<(SimListe
 
 /// Signals `ready` to a source being registered: in a callback of its own,
 /// as the loop's source table is borrowed while a source registers.
-fn kick(lp: &crate::reactor::WeakLoop, token: mio::Token, ready: Ready) {
+pub(crate) fn kick(lp: &crate::reactor::WeakLoop, token: mio::Token, ready: Ready) {
     if let Some(lp) = lp.upgrade() {
         let key = SourceKey::from_token(token);
         let _ = lp.call_soon(move |lp| lp.wake_source(key, ready));
