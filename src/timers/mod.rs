@@ -103,6 +103,13 @@ pub(crate) enum Removed<T> {
     Gone,
 }
 
+/// What [`TimerWheel::unlink`] found, for a cancel or a reset.
+enum Unlinked {
+    Pending(Node),
+    Ready(u64),
+    Gone,
+}
+
 /// What [`TimerWheel::reset`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Reset {
@@ -319,21 +326,34 @@ impl<T> TimerWheel<T> {
     /// where it went.
     #[inline]
     pub(crate) fn cancel(&mut self, id: TimerId) -> Removed<T> {
+        let node = match self.unlink(id) {
+            Unlinked::Pending(node) => node,
+            Unlinked::Ready(seq) => return Removed::Ready(seq),
+            Unlinked::Gone => return Removed::Gone,
+        };
+        let payload = self.take_payload(node.payload);
+        self.free_node(id.key);
+        Removed::Pending(payload)
+    }
+
+    /// Takes timer `id` out of the wheel or the near heap, for a cancel or
+    /// a reset: its node (payload still in place) if it was pending; a due
+    /// timer's node is freed, and its ready-queue sequence number returned.
+    #[inline]
+    fn unlink(&mut self, id: TimerId) -> Unlinked {
         let Some(&node) = self.node(id) else {
-            return Removed::Gone;
+            return Unlinked::Gone;
         };
         match node.place {
             Place::Wheel(idx) => self.wheel.unlink(&mut self.nodes, id.key, idx),
             Place::Near => self.near.remove(&mut self.nodes, node.prev as usize),
             Place::Ready => {
                 self.free_node(id.key);
-                return Removed::Ready(node.when);
+                return Unlinked::Ready(node.when);
             }
-            Place::Free => return Removed::Gone,
+            Place::Free => return Unlinked::Gone,
         }
-        let payload = self.take_payload(node.payload);
-        self.free_node(id.key);
-        Removed::Pending(payload)
+        Unlinked::Pending(node)
     }
 
     /// Moves pending timer `id` to `deadline`, in place: unlinked as by a
@@ -341,17 +361,10 @@ impl<T> TimerWheel<T> {
     /// as by an insert, its payload untouched. It takes a new `seq`, so among
     /// equal deadlines it leaves after the timers set before the reset.
     pub(crate) fn reset(&mut self, id: TimerId, deadline: Instant) -> Reset {
-        let Some(&node) = self.node(id) else {
-            return Reset::Gone;
-        };
-        match node.place {
-            Place::Wheel(idx) => self.wheel.unlink(&mut self.nodes, id.key, idx),
-            Place::Near => self.near.remove(&mut self.nodes, node.prev as usize),
-            Place::Ready => {
-                self.free_node(id.key);
-                return Reset::Ready(node.when);
-            }
-            Place::Free => return Reset::Gone,
+        match self.unlink(id) {
+            Unlinked::Pending(_) => {}
+            Unlinked::Ready(seq) => return Reset::Ready(seq),
+            Unlinked::Gone => return Reset::Gone,
         }
         let when = self.ns(deadline);
         let tick = when >> TICK_SHIFT;
