@@ -3,26 +3,11 @@
 
 use deferloop::net::Stream;
 use deferloop::ps::{self, Wait, WaitsOn};
-use deferloop::{EventLoop, ManualClock};
 use std::time::Duration;
 
-fn manual() -> (EventLoop, ManualClock) {
-    let clock = ManualClock::new();
-    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
-    ps::enable(&ev);
-    (ev, clock)
-}
-
-/// The single pending entry created at `line` of this file.
-fn at_line(r: &ps::Report, line: u32) -> &ps::PendingDeferred {
-    let found: Vec<_> = r
-        .deferreds
-        .iter()
-        .filter(|p| p.created_at.file().ends_with("ps_net_waits.rs") && p.created_at.line() == line)
-        .collect();
-    assert_eq!(found.len(), 1, "one entry made at line {line}: {r:#?}");
-    found[0]
-}
+#[path = "util/ps.rs"]
+mod ps_util;
+use ps_util::{at_line, manual};
 
 #[test]
 fn a_stream_read_names_its_peer_and_what_is_buffered() {
@@ -33,7 +18,7 @@ fn a_stream_read_names_its_peer_and_what_is_buffered() {
     let line = line!() + 1;
     let d = s.read_line();
     let rep = ps::snapshot(&ev);
-    match &at_line(&rep, line).waits_on[..] {
+    match &at_line(&rep, file!(), line).waits_on[..] {
         [WaitsOn::Leaf(Wait::Read { peer, buffered })] => {
             assert_eq!(*buffered, 12);
             assert!(!peer.is_empty());

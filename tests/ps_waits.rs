@@ -4,27 +4,13 @@
 
 use deferloop::deferred::{map_limit, scope, DeferredLock, DeferredQueue, DeferredSemaphore};
 use deferloop::ps::{self, PendingState, Wait, WaitsOn};
-use deferloop::{defer_later, race, Deferred, DeferredList, EventLoop, ManualClock};
+use deferloop::{defer_later, race, Deferred, DeferredList, EventLoop};
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-fn manual() -> (EventLoop, ManualClock) {
-    let clock = ManualClock::new();
-    let ev = EventLoop::with_manual_clock(clock.clone()).unwrap();
-    ps::enable(&ev);
-    (ev, clock)
-}
-
-/// The single pending entry created at `line` of this file.
-fn at_line(r: &ps::Report, line: u32) -> &ps::PendingDeferred {
-    let found: Vec<_> = r
-        .deferreds
-        .iter()
-        .filter(|p| p.created_at.file().ends_with("ps_waits.rs") && p.created_at.line() == line)
-        .collect();
-    assert_eq!(found.len(), 1, "one entry made at line {line}: {r:#?}");
-    found[0]
-}
+#[path = "util/ps.rs"]
+mod ps_util;
+use ps_util::{at_line, manual};
 
 #[test]
 fn off_by_default_nothing_is_listed() {
@@ -44,7 +30,7 @@ fn a_plain_deferred_is_listed_with_site_age_and_no_wait() {
     let (d, r) = Deferred::<u8>::new();
     clock.advance(Duration::from_secs(3));
     let rep = ps::snapshot(&ev);
-    let p = at_line(&rep, line);
+    let p = at_line(&rep, file!(), line);
     assert_eq!(p.state, PendingState::Unfired);
     assert_eq!(p.age, Duration::from_secs(3));
     assert!(p.waits_on.is_empty());
@@ -63,7 +49,7 @@ fn a_timer_is_tagged_with_its_deadline() {
     let d = defer_later(&ev, Duration::from_secs(10), || Ok(1u8));
     clock.advance(Duration::from_secs(4));
     let rep = ps::snapshot(&ev);
-    let p = at_line(&rep, line);
+    let p = at_line(&rep, file!(), line);
     assert_eq!(
         p.waits_on,
         vec![WaitsOn::Leaf(Wait::Timer {
@@ -82,7 +68,7 @@ fn a_timeout_is_shown_beside_what_is_waited_on() {
     let d = d.add_timeout(Duration::from_secs(30), &ev);
     let rep = ps::snapshot(&ev);
     assert_eq!(
-        at_line(&rep, line).timeout_at,
+        at_line(&rep, file!(), line).timeout_at,
         Some(rep.now + Duration::from_secs(30))
     );
     assert!(rep.ps().contains("(times out in 30.0s)"), "{}", rep.ps());
@@ -97,7 +83,7 @@ fn a_thread_pool_job_is_tagged() {
     let d = ev.defer_to_thread(move || rx.recv().is_ok());
     let rep = ps::snapshot(&ev);
     assert_eq!(
-        at_line(&rep, line).waits_on,
+        at_line(&rep, file!(), line).waits_on,
         vec![WaitsOn::Leaf(Wait::ThreadJob)]
     );
     tx.send(()).unwrap();
@@ -123,7 +109,7 @@ fn lock_semaphore_and_queue_turns_name_their_kind_and_site() {
         (s_line, "semaphore", sem_line),
         (g_line, "queue", q_line),
     ] {
-        match &at_line(&rep, line).waits_on[..] {
+        match &at_line(&rep, file!(), line).waits_on[..] {
             [WaitsOn::Leaf(Wait::Turn {
                 kind: k,
                 created_at,
@@ -148,7 +134,7 @@ fn a_child_process_wait_names_its_pid() {
     let w = p.wait();
     let rep = ps::snapshot(&ev);
     assert_eq!(
-        at_line(&rep, line).waits_on,
+        at_line(&rep, file!(), line).waits_on,
         vec![WaitsOn::Leaf(Wait::Process { pid: p.pid() })]
     );
     p.kill().unwrap();
@@ -165,7 +151,10 @@ fn a_chain_waiting_on_a_returned_deferred_points_at_it() {
     let outer = outer.add_callback(move |_| inner);
     outer_r.callback(0).unwrap();
     let rep = ps::snapshot(&ev);
-    let (o, i) = (at_line(&rep, outer_line), at_line(&rep, inner_line));
+    let (o, i) = (
+        at_line(&rep, file!(), outer_line),
+        at_line(&rep, file!(), inner_line),
+    );
     assert_eq!(o.state, PendingState::Waiting);
     assert_eq!(o.waits_on, vec![WaitsOn::Deferred(i.id)]);
     assert!(format!("{outer:?}").contains(&format!("waits_on: Deferred #{}", i.id)));
@@ -195,8 +184,8 @@ fn lists_races_scopes_and_maps_wait_on_their_inputs() {
     let map_line = line!() + 1;
     let mapped = map_limit(vec![0u8], 1, move |_| f.take().unwrap());
     let rep = ps::snapshot(&ev);
-    let id = |l| at_line(&rep, l).id;
-    let deferreds = |l| -> Vec<WaitsOn> { at_line(&rep, l).waits_on.clone() };
+    let id = |l| at_line(&rep, file!(), l).id;
+    let deferreds = |l| -> Vec<WaitsOn> { at_line(&rep, file!(), l).waits_on.clone() };
     let (ia, ib, ic, ie) = (
         id(ids_line),
         id(ids_line + 1),
@@ -230,8 +219,11 @@ fn a_cycle_is_reported_and_the_rest_of_the_forest_still_prints() {
     let other_line = line!() + 1;
     let other = defer_later(&ev, Duration::from_secs(1), || Ok(0u8));
     let rep = ps::snapshot(&ev);
-    let (ia, ib) = (at_line(&rep, a_line).id, at_line(&rep, a_line + 1).id);
-    let io = at_line(&rep, other_line).id;
+    let (ia, ib) = (
+        at_line(&rep, file!(), a_line).id,
+        at_line(&rep, file!(), a_line + 1).id,
+    );
+    let io = at_line(&rep, file!(), other_line).id;
     let tree = rep.pstree();
     let (lo, hi) = (ia.min(ib), ia.max(ib));
     assert!(
