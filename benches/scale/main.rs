@@ -7,15 +7,16 @@
 //! limit is raised to the hard one first); timers, Deferreds, ready callbacks
 //! and Remote calls from 10,000 to 1,000,000.
 
+#[path = "../common/mod.rs"]
 mod common;
+mod tcp;
 
 use common::{full_run, record_value, target_at_most, Better};
-use deferloop::net::{Protocol, Transport};
-use deferloop::{Deferred, EventLoop, Failure, Loop};
-use std::cell::{Cell, RefCell};
+use deferloop::{Deferred, EventLoop, Failure};
+use std::cell::Cell;
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn tokio_rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -96,6 +97,13 @@ fn table(title: &str, unit: &str, ns: &[u64], rows: &mut [Row<'_>]) -> Vec<Vec<f
     for _ in 0..rounds() {
         for (j, &n) in ns.iter().enumerate() {
             for (i, r) in rows.iter_mut().enumerate() {
+                // Each sample starts with the allocator holding no freed
+                // memory, as a rested process does: otherwise a sample after
+                // a larger one pays for the allocator's tidying of what that
+                // one freed (up to 15x at the smallest n), or finds its pages
+                // already touched where a larger n's are not.
+                // SAFETY: malloc_trim has no preconditions.
+                unsafe { libc::malloc_trim(0) };
                 let total = (r.run)(n);
                 samples[i][j].push(total / n as f64);
             }
@@ -103,7 +111,7 @@ fn table(title: &str, unit: &str, ns: &[u64], rows: &mut [Row<'_>]) -> Vec<Vec<f
     }
     println!("\n### {title}\n");
     println!(
-        "{unit} per item, median of {} samples (min–max below it).\n",
+        "{unit} per item (the process's CPU time), median of {} samples (min–max below it).\n",
         rounds()
     );
     let head: Vec<String> = ns.iter().map(|n| format!("n = {n}")).collect();
@@ -152,10 +160,26 @@ fn table(title: &str, unit: &str, ns: &[u64], rows: &mut [Row<'_>]) -> Vec<Vec<f
     medians
 }
 
+/// The CPU time of the whole process (every thread, user and system), in
+/// nanoseconds. The costs below are CPU time, not wall-clock time: on a
+/// shared machine the wall clock also counts the turns other programs take
+/// on these cores, which swamps how a cost grows with n.
+pub fn cpu_ns() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+}
+
+/// The CPU time `f` took (see [`cpu_ns`]).
 fn timed(f: impl FnOnce()) -> f64 {
-    let t0 = Instant::now();
+    let t0 = cpu_ns();
     f();
-    t0.elapsed().as_nanos() as f64
+    cpu_ns() - t0
 }
 
 struct Fd(RawFd);
@@ -203,8 +227,7 @@ fn main() {
     let ev = EventLoop::new().unwrap();
     let rt = tokio_rt();
     // First, while the allocator holds no memory freed by the other tables.
-    tcp(&ev, limit);
-    tcp_tokio(&rt, limit);
+    tcp::tcp(&ev, &rt, limit);
 
     // Sources: n file descriptors watched, then all removed.
     let most = (limit.saturating_sub(200)).min(20_000);
@@ -375,6 +398,10 @@ fn main() {
             name: "deferloop call_later + fire",
             run: Box::new(|n| {
                 fired.set(0);
+                // A new loop per sample: the loop gives a burst's room back
+                // over the next turns, so on a shared one a sample after a
+                // larger n would pay for shrinking that n's buffers.
+                let ev = EventLoop::new().unwrap();
                 timed(|| {
                     for i in 0..n {
                         let f = fired.clone();
@@ -555,393 +582,6 @@ fn count(what: &str, n: u64) {
     }
     std::mem::forget(ev);
     std::mem::forget(fds);
-}
-
-struct Idle {
-    made: Rc<Cell<u64>>,
-    lost: Rc<Cell<u64>>,
-    transports: Rc<RefCell<Vec<Transport>>>,
-}
-
-impl Protocol for Idle {
-    fn connection_made(&mut self, t: &Transport) {
-        self.made.set(self.made.get() + 1);
-        self.transports.borrow_mut().push(t.clone());
-    }
-    fn data_received(&mut self, _: &Transport, _: &[u8]) {}
-    fn connection_lost(&mut self, _: &Transport, _: Option<Failure>) {
-        self.lost.set(self.lost.get() + 1);
-    }
-}
-
-/// Runs once a turn until `done`, keeping in `longest` the longest gap
-/// between two runs (the longest turn), in nanoseconds.
-fn watch_turns(
-    lp: &Loop,
-    longest: Rc<Cell<u64>>,
-    last: Rc<Cell<Option<Instant>>>,
-    done: Rc<Cell<bool>>,
-) {
-    if done.get() {
-        return;
-    }
-    let now = Instant::now();
-    if let Some(t) = last.get() {
-        longest.set(longest.get().max((now - t).as_nanos() as u64));
-    }
-    last.set(Some(now));
-    let _ = lp.call_soon(move |lp| watch_turns(lp, longest, last, done));
-}
-
-/// Real TCP connections on 127.0.0.1, the clients in this process (2 fds
-/// per connection): accept n, idle memory per connection, then the peers
-/// close all at once (with the loop's longest turn), and a server-side abort
-/// of all n.
-/// The connection counts of both TCP tables: up to 10,000, within the fd
-/// limit (2 fds per connection, both ends in this process).
-fn tcp_ns(limit: u64) -> Vec<u64> {
-    let most = (limit.saturating_sub(300) / 2).min(10_000);
-    if full_run() {
-        [1_000, 2_000, 5_000, most]
-            .into_iter()
-            .filter(|n| *n <= most)
-            .collect()
-    } else {
-        vec![10, 20]
-    }
-}
-
-/// Prints, for each per-connection cost, its growth from the smallest n to
-/// the largest (the largest of its values over the smallest) as a target.
-fn tcp_flat(who: &str, ns: &[u64], costs: &[(&str, &Vec<f64>)]) {
-    for (name, m) in costs {
-        let max = m.iter().cloned().fold(f64::MIN, f64::max);
-        let min = m.iter().cloned().fold(f64::MAX, f64::min);
-        target_at_most(
-            &format!(
-                "{who}: TCP {name} per connection flat within 1.5x from n = {} to n = {}",
-                ns[0],
-                ns[ns.len() - 1]
-            ),
-            max,
-            min,
-            1.5,
-        );
-    }
-}
-
-fn tcp(ev: &EventLoop, limit: u64) {
-    let ns = tcp_ns(limit);
-    println!("\n### TCP connections on 127.0.0.1 (deferloop)\n");
-    println!("One sample per n; the clients are blocking sockets on another thread.\n");
-    println!("Idle memory: the heap bytes in use (mallinfo2), and the growth of the");
-    println!("resident set (statm), per connection once all n are up; the RSS column");
-    println!("is 0 where memory freed by a smaller n was reused.\n");
-    println!("| n | accept ns/conn | idle heap bytes/conn | idle RSS bytes/conn | peer close ns/conn | longest turn during the peers' close µs | abort ns/conn |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
-    let mut accept = Vec::new();
-    let mut heaps = Vec::new();
-    let mut close = Vec::new();
-    let mut abort = Vec::new();
-    for &n in &ns {
-        for peer_closes in [true, false] {
-            let made = Rc::new(Cell::new(0));
-            let lost = Rc::new(Cell::new(0));
-            let transports = Rc::new(RefCell::new(Vec::new()));
-            let (m2, l2, t2) = (made.clone(), lost.clone(), transports.clone());
-            let listener = ev
-                .listen_tcp("127.0.0.1:0".parse().unwrap(), move || Idle {
-                    made: m2.clone(),
-                    lost: l2.clone(),
-                    transports: t2.clone(),
-                })
-                .unwrap();
-            let addr = listener.local_addr().as_inet().unwrap();
-            let rss0 = rss();
-            let heap0 = heap_in_use();
-            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-            let t0 = Instant::now();
-            let client = std::thread::spawn(move || {
-                let conns: Vec<_> = (0..n)
-                    .map(|_| std::net::TcpStream::connect(addr).unwrap())
-                    .collect();
-                let _ = go_rx.recv();
-                drop(conns);
-            });
-            let stop_at = |lp: &Loop, c: &Rc<Cell<u64>>| {
-                let (lp2, c) = (lp.clone(), c.clone());
-                let _ = lp.call_soon(move |_| {
-                    fn again(lp: Loop, c: Rc<Cell<u64>>, n: u64) {
-                        if c.get() >= n {
-                            lp.stop();
-                        } else {
-                            let lp2 = lp.clone();
-                            let _ = lp
-                                .call_later(Duration::from_micros(200), move |_| again(lp2, c, n));
-                        }
-                    }
-                    again(lp2, c, n)
-                });
-            };
-            stop_at(ev, &made);
-            ev.run().unwrap();
-            let acc = t0.elapsed().as_nanos() as f64 / n as f64;
-            let per_conn = rss().saturating_sub(rss0) as f64 / n as f64;
-            let heap = heap_in_use().saturating_sub(heap0) as f64 / n as f64;
-            listener.stop_listening().detach();
-            if peer_closes {
-                let longest = Rc::new(Cell::new(0));
-                let last = Rc::new(Cell::new(None));
-                let done = Rc::new(Cell::new(false));
-                let (l2, la2, d2) = (longest.clone(), last.clone(), done.clone());
-                ev.call_soon(move |lp| watch_turns(lp, l2, la2, d2))
-                    .unwrap();
-                let t1 = Instant::now();
-                go_tx.send(()).unwrap();
-                let lost2 = lost.clone();
-                let lp = ev.to_loop();
-                fn wait(lp: Loop, lost: Rc<Cell<u64>>, n: u64, t1: Instant, out: Rc<Cell<f64>>) {
-                    if lost.get() >= n {
-                        out.set(t1.elapsed().as_nanos() as f64);
-                        lp.stop();
-                    } else {
-                        let lp2 = lp.clone();
-                        let _ = lp.call_soon(move |_| wait(lp2, lost, n, t1, out));
-                    }
-                }
-                let out = Rc::new(Cell::new(0.0));
-                let o2 = out.clone();
-                ev.call_soon(move |_| wait(lp, lost2, n, t1, o2)).unwrap();
-                ev.run().unwrap();
-                done.set(true);
-                let per = out.get() / n as f64;
-                client.join().unwrap();
-                accept.push(acc);
-                heaps.push(heap);
-                close.push(per);
-                print!(
-                    "| {n} | {acc:.0} | {heap:.0} | {per_conn:.0} | {per:.0} | {:.0} |",
-                    longest.get() as f64 / 1000.0
-                );
-                record_value(
-                    "TCP accept",
-                    "deferloop",
-                    "ns/conn",
-                    Better::Lower,
-                    acc,
-                    acc,
-                    acc,
-                );
-                record_value(
-                    "TCP idle heap",
-                    "deferloop",
-                    "bytes/conn",
-                    Better::Lower,
-                    heap,
-                    heap,
-                    heap,
-                );
-                record_value(
-                    "TCP idle RSS",
-                    "deferloop",
-                    "bytes/conn",
-                    Better::Lower,
-                    per_conn,
-                    per_conn,
-                    per_conn,
-                );
-                record_value(
-                    "TCP peer close",
-                    "deferloop",
-                    "ns/conn",
-                    Better::Lower,
-                    per,
-                    per,
-                    per,
-                );
-            } else {
-                let t1 = Instant::now();
-                for t in transports.borrow_mut().drain(..) {
-                    t.abort();
-                }
-                stop_at(ev, &lost);
-                ev.run().unwrap();
-                let per = t1.elapsed().as_nanos() as f64 / n as f64;
-                abort.push(per);
-                println!(" {per:.0} |");
-                record_value(
-                    "TCP abort all",
-                    "deferloop",
-                    "ns/conn",
-                    Better::Lower,
-                    per,
-                    per,
-                    per,
-                );
-                go_tx.send(()).unwrap();
-                client.join().unwrap();
-            }
-            transports.borrow_mut().clear();
-        }
-    }
-    tcp_flat(
-        "deferloop",
-        &ns,
-        &[
-            ("accept", &accept),
-            ("idle heap", &heaps),
-            ("peer close", &close),
-            ("abort", &abort),
-        ],
-    );
-}
-
-/// One row for a value measured once per n (min = median = max).
-fn record_once(section: &str, who: &str, unit: &str, v: f64) {
-    record_value(section, who, unit, Better::Lower, v, v, v);
-}
-
-/// The tokio side of [`tcp`], the same steps on a current-thread runtime: a
-/// task per accepted connection reading into a 1 KiB buffer (tokio's
-/// examples' size) until the peer closes, and an abort of every task (its
-/// socket closed as it is dropped). The longest turn is the longest gap
-/// between two polls of a task that yields each time it runs. Each wait is
-/// bounded: a stall fails the bench rather than hanging it.
-fn tcp_tokio(rt: &tokio::runtime::Runtime, limit: u64) {
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    use std::sync::Arc;
-    use tokio::io::AsyncReadExt;
-
-    /// Counts a connection's task out when it ends or is aborted.
-    struct Gone(Arc<AtomicU64>);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Relaxed);
-        }
-    }
-    /// Yields until `c` reaches `n`, for at most a minute.
-    async fn until(c: &AtomicU64, n: u64, what: &str) {
-        let t = Instant::now();
-        while c.load(Relaxed) < n {
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "tokio: {what} stalled"
-            );
-            tokio::task::yield_now().await;
-        }
-    }
-
-    let ns = tcp_ns(limit);
-    println!("\n### TCP connections on 127.0.0.1 (tokio)\n");
-    println!("The same steps and n as the deferloop table above, on tokio's current-thread");
-    println!("runtime: a task per connection, reading into a 1 KiB buffer until the peer");
-    println!("closes; the abort aborts every task. The longest turn is the longest gap");
-    println!("between two polls of a task that yields each time.\n");
-    println!("| n | accept ns/conn | idle heap bytes/conn | idle RSS bytes/conn | peer close ns/conn | longest turn during the peers' close µs | abort ns/conn |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
-    let (mut accept, mut heaps, mut close, mut abort) = (vec![], vec![], vec![], vec![]);
-    for &n in &ns {
-        for peer_closes in [true, false] {
-            let made = Arc::new(AtomicU64::new(0));
-            let lost = Arc::new(AtomicU64::new(0));
-            // The listen backlog deferloop's listener uses (tokio's `bind`
-            // takes 1,024): a backlog that overflows costs a handshake a
-            // SYN-ACK retransmission, a second.
-            let listener = {
-                let _g = rt.enter();
-                let sock = tokio::net::TcpSocket::new_v4().unwrap();
-                sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-                sock.listen(deferloop::net::Limits::DEFAULT.backlog as u32)
-                    .unwrap()
-            };
-            let addr = listener.local_addr().unwrap();
-            let rss0 = rss();
-            let heap0 = heap_in_use();
-            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-            let t0 = Instant::now();
-            let client = std::thread::spawn(move || {
-                let conns: Vec<_> = (0..n)
-                    .map(|_| std::net::TcpStream::connect(addr).unwrap())
-                    .collect();
-                let _ = go_rx.recv();
-                drop(conns);
-            });
-            let tasks = rt.block_on(async {
-                let mut tasks = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    let (mut s, _) = listener.accept().await.unwrap();
-                    let (made, gone) = (made.clone(), Gone(lost.clone()));
-                    tasks.push(tokio::spawn(async move {
-                        let _gone = gone;
-                        made.fetch_add(1, Relaxed);
-                        let mut buf = [0u8; 1024];
-                        while let Ok(1..) = s.read(&mut buf).await {}
-                    }));
-                }
-                until(&made, n, "accept").await;
-                tasks
-            });
-            let acc = t0.elapsed().as_nanos() as f64 / n as f64;
-            let per_conn = rss().saturating_sub(rss0) as f64 / n as f64;
-            let heap = heap_in_use().saturating_sub(heap0) as f64 / n as f64;
-            drop(listener);
-            if peer_closes {
-                let longest = Arc::new(AtomicU64::new(0));
-                let t1 = Instant::now();
-                go_tx.send(()).unwrap();
-                let per = rt.block_on(async {
-                    let l2 = longest.clone();
-                    let watch = tokio::spawn(async move {
-                        let mut last = Instant::now();
-                        loop {
-                            tokio::task::yield_now().await;
-                            let now = Instant::now();
-                            l2.fetch_max((now - last).as_nanos() as u64, Relaxed);
-                            last = now;
-                        }
-                    });
-                    until(&lost, n, "peer close").await;
-                    let per = t1.elapsed().as_nanos() as f64 / n as f64;
-                    watch.abort();
-                    per
-                });
-                client.join().unwrap();
-                accept.push(acc);
-                heaps.push(heap);
-                close.push(per);
-                print!(
-                    "| {n} | {acc:.0} | {heap:.0} | {per_conn:.0} | {per:.0} | {:.0} |",
-                    longest.load(Relaxed) as f64 / 1000.0
-                );
-                record_once("TCP accept", "tokio", "ns/conn", acc);
-                record_once("TCP idle heap", "tokio", "bytes/conn", heap);
-                record_once("TCP idle RSS", "tokio", "bytes/conn", per_conn);
-                record_once("TCP peer close", "tokio", "ns/conn", per);
-            } else {
-                let t1 = Instant::now();
-                for t in &tasks {
-                    t.abort();
-                }
-                rt.block_on(until(&lost, n, "abort"));
-                let per = t1.elapsed().as_nanos() as f64 / n as f64;
-                abort.push(per);
-                println!(" {per:.0} |");
-                record_once("TCP abort all", "tokio", "ns/conn", per);
-                go_tx.send(()).unwrap();
-                client.join().unwrap();
-            }
-        }
-    }
-    tcp_flat(
-        "tokio",
-        &ns,
-        &[
-            ("accept", &accept),
-            ("idle heap", &heaps),
-            ("peer close", &close),
-            ("abort", &abort),
-        ],
-    );
 }
 
 async fn poll_once<F: std::future::Future>(f: std::pin::Pin<&mut F>) {
