@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What ps's registry costs, counted by callgrind (benches/scale.rs's `count`
+# What ps's registry costs, counted by callgrind (benches/scale/main.rs's `count`
 # mode), for the 10-step chain and for call_soon + run: instructions per op
 # with the registry off and on, each from N and 2N ops (set-up cancelled out).
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per removal of a watched file descriptor, at several n, counted
-# by callgrind (benches/scale.rs's `count` mode) — repeatable on a shared
+# by callgrind (benches/scale/main.rs's `count` mode) — repeatable on a shared
 # machine where nanoseconds are not. For each n: the count of watching n fds
 # and removing them all, less the count of only watching them, over n.
 set -euo pipefail
