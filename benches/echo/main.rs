@@ -29,6 +29,8 @@ mod echo_example;
 mod embed_tokio;
 
 mod client;
+mod contenders;
+mod report;
 mod rr;
 mod run;
 mod servers;

@@ -1,9 +1,12 @@
-//! Runs the comparison: server processes, the interleaved schedule, the
-//! measurements around each sample, and the markdown report; also the smoke
-//! that `cargo test` runs, and the server side (`echo server NAME`).
+//! Runs the comparison: server processes, the interleaved schedule and the
+//! measurements around each sample (the contenders are in contenders.rs, the
+//! markdown report in report.rs); also the smoke that `cargo test` runs, and
+//! the server side (`echo server NAME`).
 
 use crate::client::{self, Load};
-use crate::common::{self, svg, Better};
+use crate::common::{self, svg};
+use crate::contenders::*;
+use crate::report::*;
 use crate::{rr, servers, sys};
 use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Write};
@@ -12,142 +15,6 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
-
-/// How a contender's server is started.
-#[derive(Clone, Copy)]
-enum Kind {
-    /// `echo server NAME`: this binary.
-    Rust(&'static str),
-    /// `python scripts/echo_server.py MODE`.
-    Python(&'static str),
-}
-
-#[derive(Clone, Copy)]
-struct Contender {
-    label: &'static str,
-    kind: Kind,
-    /// Threads serving: a server with more than one is not pinned (it and
-    /// the client share the cores).
-    threads: usize,
-}
-
-const CALLBACKS: &str = "deferloop callbacks";
-const COROUTINES: &str = "deferloop coroutines";
-const READS: &str = "deferloop Deferred reads";
-const MARK256: &str = "deferloop callbacks, 256 KiB mark (control)";
-const TOKIO: &str = "tokio current-thread";
-const MIO: &str = "mio by hand";
-const EMBEDDED: &str = "deferloop in tokio";
-const LOOPS2: &str = "deferloop 2 loops";
-const TOKIO_MT2: &str = "tokio multi-thread, 2 workers";
-
-const CONTENDERS: [Contender; 12] = [
-    Contender {
-        label: CALLBACKS,
-        kind: Kind::Rust("deferloop"),
-        threads: 1,
-    },
-    Contender {
-        label: COROUTINES,
-        kind: Kind::Rust("deferloop-coro"),
-        threads: 1,
-    },
-    Contender {
-        label: READS,
-        kind: Kind::Rust("deferloop-reads"),
-        threads: 1,
-    },
-    Contender {
-        label: MARK256,
-        kind: Kind::Rust("deferloop-mark256"),
-        threads: 1,
-    },
-    Contender {
-        label: TOKIO,
-        kind: Kind::Rust("tokio"),
-        threads: 1,
-    },
-    Contender {
-        label: MIO,
-        kind: Kind::Rust("mio"),
-        threads: 1,
-    },
-    Contender {
-        label: EMBEDDED,
-        kind: Kind::Rust("deferloop-in-tokio"),
-        threads: 1,
-    },
-    Contender {
-        label: LOOPS2,
-        kind: Kind::Rust("deferloop-2loops"),
-        threads: 2,
-    },
-    Contender {
-        label: TOKIO_MT2,
-        kind: Kind::Rust("tokio-mt2"),
-        threads: 2,
-    },
-    Contender {
-        label: "asyncio protocol",
-        kind: Kind::Python("asyncio"),
-        threads: 1,
-    },
-    Contender {
-        label: "uvloop protocol",
-        kind: Kind::Python("uvloop"),
-        threads: 1,
-    },
-    Contender {
-        label: "Twisted protocol",
-        kind: Kind::Python("twisted"),
-        threads: 1,
-    },
-];
-
-/// With `--features tls`: deferloop and tokio over TLS (`tls.rs`).
-const TLS_CALLBACKS: &str = "deferloop callbacks, TLS";
-const TOKIO_TLS: &str = "tokio-rustls current-thread";
-
-#[cfg(feature = "tls")]
-const TLS_CONTENDERS: &[Contender] = &[
-    Contender {
-        label: TLS_CALLBACKS,
-        kind: Kind::Rust("deferloop-tls"),
-        threads: 1,
-    },
-    Contender {
-        label: TOKIO_TLS,
-        kind: Kind::Rust("tokio-tls"),
-        threads: 1,
-    },
-];
-#[cfg(not(feature = "tls"))]
-const TLS_CONTENDERS: &[Contender] = &[];
-
-/// The request/response workload's servers (`rr.rs`), measured apart from
-/// the echo.
-const RR_RAW: &str = "raw Protocol, lines split by hand";
-const RR_READS: &str = "Stream, read_line()";
-const RR_CONTENDERS: [Contender; 2] = [
-    Contender {
-        label: RR_RAW,
-        kind: Kind::Rust("rr-raw"),
-        threads: 1,
-    },
-    Contender {
-        label: RR_READS,
-        kind: Kind::Rust("rr-reads"),
-        threads: 1,
-    },
-];
-
-/// Every contender this build has.
-fn contenders() -> impl Iterator<Item = Contender> {
-    CONTENDERS.into_iter().chain(TLS_CONTENDERS.iter().copied())
-}
-
-const SIZES: [usize; 3] = [1024, 10 * 1024, 100 * 1024];
-const CONNECTIONS: usize = 10;
 
 // ---- the server process -------------------------------------------------
 
@@ -165,23 +32,27 @@ pub fn serve(name: &str) -> ! {
 }
 
 /// A running server process; killed when dropped.
-struct Server {
-    label: &'static str,
-    child: Child,
-    stdin: RefCell<ChildStdin>,
-    lines: Receiver<String>,
-    addr: SocketAddr,
-    counts_allocs: bool,
-    python: bool,
-    tls: bool,
+pub(crate) struct Server {
+    pub(crate) label: &'static str,
+    pub(crate) child: Child,
+    pub(crate) stdin: RefCell<ChildStdin>,
+    pub(crate) lines: Receiver<String>,
+    pub(crate) addr: SocketAddr,
+    pub(crate) counts_allocs: bool,
+    pub(crate) python: bool,
+    pub(crate) tls: bool,
     /// Serves the request/response workload (`rr.rs`), not the echo.
-    request: bool,
-    threads: usize,
+    pub(crate) request: bool,
+    pub(crate) threads: usize,
 }
 
 impl Server {
     /// `cpus`: where the server may run (`None`: wherever this process may).
-    fn start(c: Contender, python: Option<&str>, cpus: Option<&[usize]>) -> Result<Server, String> {
+    pub(crate) fn start(
+        c: Contender,
+        python: Option<&str>,
+        cpus: Option<&[usize]>,
+    ) -> Result<Server, String> {
         let tls = matches!(c.kind, Kind::Rust(name) if name.ends_with("-tls"));
         let mut cmd = match c.kind {
             Kind::Rust(name) => {
@@ -251,7 +122,7 @@ impl Server {
     }
 
     /// Allocations made by the server process so far.
-    fn allocs(&self) -> Option<u64> {
+    pub(crate) fn allocs(&self) -> Option<u64> {
         if !self.counts_allocs {
             return None;
         }
@@ -262,13 +133,13 @@ impl Server {
         l.split_whitespace().next()?.parse().ok()
     }
 
-    fn cpu_seconds(&self) -> f64 {
+    pub(crate) fn cpu_seconds(&self) -> f64 {
         sys::cpu_seconds(self.child.id()).unwrap_or(f64::NAN)
     }
 
     /// The main thread's sleeps: n/a for a server whose main thread only
     /// waits for its serving threads.
-    fn sleeps(&self) -> f64 {
+    pub(crate) fn sleeps(&self) -> f64 {
         if self.threads > 1 {
             return f64::NAN;
         }
@@ -314,22 +185,22 @@ pub fn load(args: &[String]) {
 
 // ---- one sample ------------------------------------------------------------
 
-struct Sample {
+pub(crate) struct Sample {
     /// The round it was taken in: ratios pair samples of the same round.
-    round: usize,
-    rps: f64,
-    p50: f64,
-    p99: f64,
+    pub(crate) round: usize,
+    pub(crate) rps: f64,
+    pub(crate) p50: f64,
+    pub(crate) p99: f64,
     /// Server CPU (user + sys) per request, µs.
-    cpu_us: f64,
+    pub(crate) cpu_us: f64,
     /// Share of one core the server used.
-    cpu_use: f64,
-    allocs: Option<f64>,
+    pub(crate) cpu_use: f64,
+    pub(crate) allocs: Option<f64>,
     /// Times the server's loop slept (blocked in its poll), per request.
-    sleeps: f64,
+    pub(crate) sleeps: f64,
 }
 
-fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
+pub(crate) fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
     let snap = || (s.cpu_seconds(), s.sleeps(), s.allocs());
     let before = RefCell::new(None);
     let after = RefCell::new(None);
@@ -368,17 +239,17 @@ fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
 
 // ---- the full run ----------------------------------------------------------
 
-struct Plan {
-    rounds: usize,
-    measure: Duration,
-    py_rounds: usize,
-    py_measure: Duration,
-    warmup: Duration,
+pub(crate) struct Plan {
+    pub(crate) rounds: usize,
+    pub(crate) measure: Duration,
+    pub(crate) py_rounds: usize,
+    pub(crate) py_measure: Duration,
+    pub(crate) warmup: Duration,
 }
 
 /// `ECHO_ONLY=deferloop,mio,…`: only these servers (by `echo server NAME`),
 /// for a quick look at a few; the report runs them all.
-fn wanted(c: &Contender) -> bool {
+pub(crate) fn wanted(c: &Contender) -> bool {
     let name = match c.kind {
         Kind::Rust(n) | Kind::Python(n) => n,
     };
@@ -386,30 +257,30 @@ fn wanted(c: &Contender) -> bool {
 }
 
 /// `ECHO_SIZES=102400`: only these message sizes; the report runs [`SIZES`].
-fn sizes() -> Vec<usize> {
+pub(crate) fn sizes() -> Vec<usize> {
     std::env::var("ECHO_SIZES").map_or(SIZES.to_vec(), |v| {
         v.split(',').filter_map(|s| s.parse().ok()).collect()
     })
 }
 
-fn env_f64(name: &str, default: f64) -> f64 {
+pub(crate) fn env_f64(name: &str, default: f64) -> f64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
 
-fn arg_after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+pub(crate) fn arg_after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
     let i = args.iter().position(|a| a == flag)?;
     args.get(i + 1).map(String::as_str)
 }
 
-fn kib(size: usize) -> String {
+pub(crate) fn kib(size: usize) -> String {
     format!("{} KiB", size / 1024)
 }
 
 /// What server `s` is measured on, for progress lines and notes.
-fn workload(s: &Server, size: usize) -> String {
+pub(crate) fn workload(s: &Server, size: usize) -> String {
     if s.request {
         "request/response".into()
     } else {
@@ -502,7 +373,7 @@ pub fn full(args: &[String]) {
 
 /// Pins this process (the client) to the second allowed CPU; returns the
 /// server's and the client's CPU, or `None`s with a note if there is one CPU.
-fn pin_client(notes: &mut Vec<String>) -> (Option<usize>, Option<usize>) {
+pub(crate) fn pin_client(notes: &mut Vec<String>) -> (Option<usize>, Option<usize>) {
     let cpus = sys::allowed_cpus();
     if cpus.len() < 2 {
         notes.push(format!(
@@ -518,7 +389,7 @@ fn pin_client(notes: &mut Vec<String>) -> (Option<usize>, Option<usize>) {
 }
 
 /// The Python peers' versions if `python` can run them, else `None` and a note.
-fn python_peers(
+pub(crate) fn python_peers(
     python: Option<&str>,
     why_not: Option<&str>,
     notes: &mut Vec<String>,
@@ -557,7 +428,7 @@ fn python_peers(
 }
 
 /// All rounds at one message size, interleaved: per server, its samples.
-fn run_rounds(
+pub(crate) fn run_rounds(
     servers: &[Server],
     size: usize,
     plan: &Plan,
@@ -628,7 +499,7 @@ fn run_rounds(
 /// disturbance hits both samples of a pair rather than one. A round's start
 /// moves one place a round, so it reaches this tail (and splits a pair across
 /// the round's two ends) only if there are more rounds than contenders before it.
-const PAIRED: [&str; 7] = [
+pub(crate) const PAIRED: [&str; 7] = [
     READS,
     MIO,
     CALLBACKS,
@@ -639,344 +510,12 @@ const PAIRED: [&str; 7] = [
 ];
 
 /// Indexes of `servers` in run order: the unpaired ones as listed, then [`PAIRED`].
-fn run_order(servers: &[Server]) -> Vec<usize> {
+pub(crate) fn run_order(servers: &[Server]) -> Vec<usize> {
     let rank = |i: &usize| PAIRED.iter().position(|&l| l == servers[*i].label);
     let mut order: Vec<usize> = (0..servers.len()).collect();
     // Stable: unpaired (None) first in their order, then by place in PAIRED.
     order.sort_by_key(rank);
     order
-}
-
-fn print_method(plan: &Plan, server_cpu: Option<usize>, client_cpu: Option<usize>, python: bool) {
-    println!("\n### How the echo comparison runs\n");
-    println!(
-        "Each server runs alone in its own process, single-threaded, TCP_NODELAY on, \
-         pinned to CPU {}: the Rust ones are this bench binary (`echo server NAME`, \
-         benches/echo/servers.rs), the Python peers `scripts/echo_server.py`. The load client \
-         is this process: {CONNECTIONS} blocking threads pinned to CPU {}, one connection \
-         each, one `x…\\n` message in flight per connection, the reply matched by byte count. \
-         Per size, {} rounds each run every contender once, each round starting one \
-         contender further on (A B C D, B C D A, …), with the contenders a target compares run back to back; a sample is {} s of warm-up on fresh connections, then {} s measured.{} Every \
-         server was warmed up for 1 s first.",
-        server_cpu.map_or("(any)".into(), |c| c.to_string()),
-        client_cpu.map_or("(any)".into(), |c| c.to_string()),
-        plan.rounds,
-        plan.warmup.as_secs_f64(),
-        plan.measure.as_secs_f64(),
-        if python {
-            format!(
-                " Python peers take part in the first {} rounds, with {} s measured.",
-                plan.py_rounds,
-                plan.py_measure.as_secs_f64()
-            )
-        } else {
-            String::new()
-        }
-    );
-    println!(
-        "\n{LOOPS2} (`deferloop::cores::Cores` with two loops on `SO_REUSEPORT` sockets) and {TOKIO_MT2} serve \
-         from two threads and are not pinned: they and the load client share both cores, so \
-         they show what a second loop gives when the load generator competes for the same \
-         cores, not what it gives on a core of its own; their sleeps/req is n/a (the main \
-         thread only waits). {EMBEDDED} is the callbacks server driven from a tokio \
-         current-thread runtime through the loop's fd (`AsyncFd`), its timeout (a tokio \
-         sleep) and a turn that never waits (examples/embed_tokio.rs)."
-    );
-    println!();
-    println!(
-        "- req/s: round trips completed in the measured phase over its length; \
-         \"vs callbacks\": the median over the rounds of its ratio to {CALLBACKS} in the same \
-         round (so a disturbance that hits a whole round cancels); every ratio and target \
-         below is such a median of per-round ratios.\n\
-         - p50/p99: latency of one round trip from the client's 10 µs histogram (vmbench's \
-         weighted interpolation), median over the samples.\n\
-         - server CPU: the server process's user + system time from `/proc/PID/stat` over \
-         the measured phase, per request; ratio to {MIO} (per round, as above); \"use\" is the share of one core.\n\
-         - sleeps/req: voluntary context switches of the server's loop thread \
-         (`/proc/PID/status`) per request: how often it blocked waiting for events. Each \
-         costs a sleep and a wake-up in the kernel, so a server that batches more events \
-         per turn spends less CPU per request while it is not saturated.\n\
-         - allocs/req: allocations and reallocations counted by the server's global \
-         allocator over the measured phase, per request (Rust servers only)."
-    );
-}
-
-/// Prints whether the median per-round ratio `(median, min, max)` is at
-/// least (`Better::Higher`) or at most (`Better::Lower`) `threshold`, with
-/// the spread of the per-round ratios.
-fn paired_target(what: &str, (r, lo, hi): (f64, f64, f64), better: Better, threshold: f64) {
-    let (met, bound, recorded) = match better {
-        Better::Higher => (r >= threshold, "needed", format!("{threshold:.2}")),
-        Better::Lower => (r <= threshold, "allowed", format!("<={threshold:.2}")),
-    };
-    let verdict = if met { "met" } else { "**not met**" };
-    let shown = common::shown(r, threshold);
-    println!(
-        "\n- Target: {what}: measured {shown}× ({bound} {threshold:.2}×; per round \
-         {lo:.2}–{hi:.2}×): {verdict}"
-    );
-    common::record(&["target", what, &shown, &recorded, verdict]);
-}
-
-/// The table, the targets and the style comparison for one message size.
-fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>]) {
-    let find = |label: &str| servers.iter().position(|s| s.label == label);
-    let stats = |i: usize, f: &dyn Fn(&Sample) -> f64| -> Option<(f64, f64, f64)> {
-        let mut v: Vec<f64> = per[i].iter().map(f).filter(|x| x.is_finite()).collect();
-        (!v.is_empty()).then(|| common::summary(&mut v))
-    };
-    let med = |label: &str, f: &dyn Fn(&Sample) -> f64| {
-        find(label).and_then(|i| stats(i, f)).map(|x| x.0)
-    };
-    // A ratio is the median of per-round ratios (each pairs two samples
-    // taken within one round, so a disturbance that hits a whole round
-    // cancels), with their min–max.
-    let paired = |i: usize, base: &str, f: &dyn Fn(&Sample) -> f64| {
-        let j = find(base)?;
-        let mut v: Vec<f64> = per[i]
-            .iter()
-            .filter_map(|a| {
-                let b = per[j].iter().find(|b| b.round == a.round)?;
-                Some(f(a) / f(b))
-            })
-            .filter(|x| x.is_finite())
-            .collect();
-        (!v.is_empty()).then(|| common::summary(&mut v))
-    };
-    let callbacks = find(CALLBACKS);
-    println!(
-        "\n### TCP echo, {} messages, {conns} connections\n",
-        kib(size)
-    );
-    println!(
-        "| contender | req/s | min–max | vs callbacks | p50 ms | p99 ms | server CPU µs/req | min–max | vs mio | CPU use | sleeps/req | allocs/req |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let section_rps = format!("echo {}: requests/s", kib(size));
-    let section_cpu = format!("echo {}: server CPU per request", kib(size));
-    for (i, s) in servers.iter().enumerate() {
-        let Some((r, rlo, rhi)) = stats(i, &|s| s.rps) else {
-            println!("| {} | failed | | | | | | | | | | |", s.label);
-            continue;
-        };
-        let (c, clo, chi) = stats(i, &|s| s.cpu_us).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
-        let median = |f: &dyn Fn(&Sample) -> f64| stats(i, f).map_or(f64::NAN, |x| x.0);
-        let allocs = stats(i, &|s| s.allocs.unwrap_or(f64::NAN))
-            .map_or("n/a".into(), |x| format!("{:.3}", x.0));
-        let ratio = |base: &str, f: &dyn Fn(&Sample) -> f64| {
-            paired(i, base, f).map_or("n/a".into(), |x| format!("{:.2}×", x.0))
-        };
-        println!(
-            "| {} | {:.0} | {:.0}–{:.0} | {} | {:.3} | {:.3} | {:.2} | {:.2}–{:.2} | {} | {:.0} % | {:.2} | {allocs} |",
-            s.label,
-            r,
-            rlo,
-            rhi,
-            ratio(CALLBACKS, &|s| s.rps),
-            median(&|s| s.p50),
-            median(&|s| s.p99),
-            c,
-            clo,
-            chi,
-            ratio(MIO, &|s| s.cpu_us),
-            median(&|s| s.cpu_use) * 100.0,
-            median(&|s| s.sleeps)
-        );
-        common::record_value(&section_rps, s.label, "req/s", Better::Higher, r, rlo, rhi);
-        common::record_value(&section_cpu, s.label, "µs/req", Better::Lower, c, clo, chi);
-    }
-
-    let what = format!("echo {}: requests/s at least tokio's", kib(size));
-    match callbacks.and_then(|i| paired(i, TOKIO, &|s| s.rps)) {
-        Some(r) => paired_target(&what, r, Better::Higher, 1.0),
-        None => not_measured(&what),
-    }
-    // The no-regression bound (since 651641d), then the tighter goal (since bab4175).
-    for limit in [1.10, 1.05] {
-        let what = format!(
-            "echo {}: server CPU per request at most {limit:.2}× the hand-written mio server's",
-            kib(size)
-        );
-        match callbacks.and_then(|i| paired(i, MIO, &|s| s.cpu_us)) {
-            Some(r) => paired_target(&what, r, Better::Lower, limit),
-            None => not_measured(&what),
-        }
-    }
-    let what = format!(
-        "echo {}: no heap allocation per echoed request in the deferloop server",
-        kib(size)
-    );
-    match med(CALLBACKS, &|s| s.allocs.unwrap_or(f64::NAN)) {
-        Some(a) => {
-            let verdict = if a == 0.0 { "met" } else { "**not met**" };
-            println!("\n- Target: {what}: measured {a:.3} per request (needed 0): {verdict}");
-            common::record(&["target", &what, &format!("{a:.3}"), "0", verdict]);
-        }
-        None => not_measured(&what),
-    }
-    // The convenience of Deferred reads, beside the raw protocol
-    // (the callbacks server: `data_received` writes the slice back).
-    let what = format!(
-        "echo {}: Deferred reads server CPU per request at most 1.05× the raw protocol server's",
-        kib(size)
-    );
-    match find(READS).and_then(|i| paired(i, CALLBACKS, &|s| s.cpu_us)) {
-        Some(r) => paired_target(&what, r, Better::Lower, 1.05),
-        None => not_measured(&what),
-    }
-    if let Some(tls) = find(TLS_CALLBACKS) {
-        let what = format!(
-            "echo {} over TLS: server CPU per request at most 1.10× tokio-rustls's",
-            kib(size)
-        );
-        match paired(tls, TOKIO_TLS, &|s| s.cpu_us) {
-            Some(r) => paired_target(&what, r, Better::Lower, 1.10),
-            None => not_measured(&what),
-        }
-        // rustls's buffered API allocates for each record it seals or opens:
-        // reported, not a target.
-        if let Some(a) = med(TLS_CALLBACKS, &|s| s.allocs.unwrap_or(f64::NAN)) {
-            println!("- TLS: the deferloop server made {a:.2} allocations per echoed request (rustls's per-record buffers).");
-        }
-    }
-    report_embedding_and_loops(size, &find, &paired);
-    let coroutines = find(COROUTINES);
-    if let (Some(cpu), Some(rps)) = (
-        coroutines.and_then(|i| paired(i, CALLBACKS, &|s| s.cpu_us)),
-        coroutines.and_then(|i| paired(i, CALLBACKS, &|s| s.rps)),
-    ) {
-        println!(
-            "- Style, on the same loop: coroutines need {:.2}× the server CPU per request of \
-             callbacks, and reach {:.2}× their requests/s.",
-            cpu.0, rps.0
-        );
-    }
-}
-
-/// The request/response table and its target: the `Stream` server's CPU per
-/// request beside the raw protocol's.
-fn report_rr(servers: &[Server], conns: usize, per: &[Vec<Sample>]) {
-    let find = |label: &str| servers.iter().position(|s| s.label == label);
-    let stats = |i: usize, f: &dyn Fn(&Sample) -> f64| -> Option<(f64, f64, f64)> {
-        let mut v: Vec<f64> = per[i].iter().map(f).filter(|x| x.is_finite()).collect();
-        (!v.is_empty()).then(|| common::summary(&mut v))
-    };
-    let paired = |i: usize, j: usize, f: &dyn Fn(&Sample) -> f64| {
-        let mut v: Vec<f64> = per[i]
-            .iter()
-            .filter_map(|a| {
-                let b = per[j].iter().find(|b| b.round == a.round)?;
-                Some(f(a) / f(b))
-            })
-            .filter(|x| x.is_finite())
-            .collect();
-        (!v.is_empty()).then(|| common::summary(&mut v))
-    };
-    println!(
-        "\n### Request/response, `GET <key>` lines answered with {} B, {conns} connections\n",
-        rr::REPLY
-    );
-    println!(
-        "The same load client and measurements as the echo, one request in flight per \
-         connection; the two servers (benches/echo/rr.rs) compute the same answer and differ \
-         in how they read lines: a raw `Protocol` that splits `data_received` by hand (complete \
-         lines answered from the loop's read buffer), and a `Stream` whose `read_line()` \
-         callback writes the answer and asks for the next line.\n"
-    );
-    println!(
-        "| contender | req/s | min–max | p50 ms | p99 ms | server CPU µs/req | min–max | vs raw | CPU use | allocs/req |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let raw = find(RR_RAW);
-    for (i, s) in servers.iter().enumerate() {
-        let Some((r, rlo, rhi)) = stats(i, &|s| s.rps) else {
-            println!("| {} | failed | | | | | | | | |", s.label);
-            continue;
-        };
-        let (c, clo, chi) = stats(i, &|s| s.cpu_us).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
-        let median = |f: &dyn Fn(&Sample) -> f64| stats(i, f).map_or(f64::NAN, |x| x.0);
-        let vs = raw
-            .and_then(|j| paired(i, j, &|s| s.cpu_us))
-            .map_or("n/a".into(), |x| format!("{:.2}×", x.0));
-        println!(
-            "| {} | {r:.0} | {rlo:.0}–{rhi:.0} | {:.3} | {:.3} | {c:.2} | {clo:.2}–{chi:.2} | {vs} | {:.0} % | {:.3} |",
-            s.label,
-            median(&|s| s.p50),
-            median(&|s| s.p99),
-            median(&|s| s.cpu_use) * 100.0,
-            median(&|s| s.allocs.unwrap_or(f64::NAN)),
-        );
-        common::record_value(
-            "request/response: server CPU per request",
-            s.label,
-            "µs/req",
-            Better::Lower,
-            c,
-            clo,
-            chi,
-        );
-    }
-    let what =
-        "request/response: Stream server CPU per request at most 1.15× the raw protocol server's";
-    match (find(RR_READS), raw) {
-        (Some(i), Some(j)) => match paired(i, j, &|s| s.cpu_us) {
-            Some(r) => paired_target(what, r, Better::Lower, 1.15),
-            None => not_measured(what),
-        },
-        _ => not_measured(what),
-    }
-}
-
-/// The median, min and max of per-round ratios of contender `i` to `base`.
-type Paired<'a> = dyn Fn(usize, &str, &dyn Fn(&Sample) -> f64) -> Option<(f64, f64, f64)> + 'a;
-
-/// The embedding target, and the many-loops comparison.
-fn report_embedding_and_loops(size: usize, find: &dyn Fn(&str) -> Option<usize>, paired: &Paired) {
-    let what = format!(
-        "echo {}: deferloop embedded in tokio: server CPU per request at most 1.10× plain deferloop's",
-        kib(size)
-    );
-    match find(EMBEDDED).and_then(|i| paired(i, CALLBACKS, &|s| s.cpu_us)) {
-        Some(r) => paired_target(&what, r, Better::Lower, 1.10),
-        None => not_measured(&what),
-    }
-    let Some(i) = find(LOOPS2) else { return };
-    let x = |base: &str, f: &dyn Fn(&Sample) -> f64| {
-        paired(i, base, f).map_or("n/a".into(), |r| {
-            format!("{:.2}× ({:.2}–{:.2})", r.0, r.1, r.2)
-        })
-    };
-    println!(
-        "- Many loops ({LOOPS2} and {TOKIO_MT2} unpinned; the load client shares both cores \
-         with them): 2 loops reach {} the requests/s of 1 loop and {} those of tokio's \
-         multi-thread runtime with 2 workers, at {} and {} their server CPU per request.",
-        x(CALLBACKS, &|s| s.rps),
-        x(TOKIO_MT2, &|s| s.rps),
-        x(CALLBACKS, &|s| s.cpu_us),
-        x(TOKIO_MT2, &|s| s.cpu_us),
-    );
-}
-
-fn not_measured(what: &str) {
-    println!("\n- Target: {what}: not measured (a contender has no sample): **not met**");
-    common::record(&["target", what, "n/a", "n/a", "**not met**"]);
-}
-
-/// Draws every table recorded in `$DEFERLOOP_BENCH_RESULTS` into `out`.
-fn write_chart(out: &str) {
-    let Some(path) = std::env::var_os("DEFERLOOP_BENCH_RESULTS") else {
-        eprintln!("--chart needs DEFERLOOP_BENCH_RESULTS: no chart written");
-        return;
-    };
-    let text = std::fs::read_to_string(&path).expect("read the results file");
-    let rows = svg::parse(&text);
-    let svg = svg::chart(
-        "deferloop benchmarks: medians, whiskers from min to max (scripts/bench_report.sh)",
-        &rows,
-    );
-    svg::check_tags(&svg);
-    std::fs::write(out, svg).expect("write the chart");
-    eprintln!("wrote {out}");
 }
 
 // ---- the smoke (cargo test) ---------------------------------------------------
