@@ -1,7 +1,8 @@
 //! How each cost grows with the amount of work: per-item costs at several n,
 //! beside tokio where it has the same operation, with a "flat within 1.5×"
 //! verdict per row (the largest median over the smallest). `cargo bench
-//! --bench scale` for figures; `cargo test` runs it with tiny n as a smoke.
+//! --bench scale` for figures (`-- Remote`: only the sections whose title
+//! contains "Remote"); `cargo test` runs it with tiny n as a smoke.
 //!
 //! Sources are counted up to what the file descriptor limit allows (the soft
 //! limit is raised to the hard one first); timers, Deferreds, ready callbacks
@@ -87,6 +88,9 @@ struct Row<'a> {
 /// the table (median per item, and the range), and a flat-within-1.5× line
 /// for each row.
 fn table(title: &str, unit: &str, ns: &[u64], rows: &mut [Row<'_>]) -> Vec<Vec<f64>> {
+    if !selected(title) {
+        return Vec::new();
+    }
     let ns: Vec<u64> = if full_run() {
         ns.to_vec()
     } else {
@@ -150,6 +154,12 @@ fn table(title: &str, unit: &str, ns: &[u64], rows: &mut [Row<'_>]) -> Vec<Vec<f
         );
     }
     medians
+}
+
+/// Whether a section runs: all do, unless a filter is given after `--`
+/// (`cargo bench --bench scale -- Remote`), which its title must contain.
+fn selected(title: &str) -> bool {
+    common::filter().is_none_or(|f| title.contains(&f))
 }
 
 fn timed(f: impl FnOnce()) -> f64 {
@@ -631,6 +641,9 @@ fn tcp_flat(who: &str, ns: &[u64], costs: &[(&str, &Vec<f64>)]) {
 }
 
 fn tcp(ev: &EventLoop, limit: u64) {
+    if !selected("TCP connections on 127.0.0.1 (deferloop)") {
+        return;
+    }
     let ns = tcp_ns(limit);
     println!("\n### TCP connections on 127.0.0.1 (deferloop)\n");
     println!("One sample per n; the clients are blocking sockets on another thread.\n");
@@ -808,6 +821,9 @@ fn record_once(section: &str, who: &str, unit: &str, v: f64) {
 /// between two polls of a task that yields each time it runs. Each wait is
 /// bounded: a stall fails the bench rather than hanging it.
 fn tcp_tokio(rt: &tokio::runtime::Runtime, limit: u64) {
+    if !selected("TCP connections on 127.0.0.1 (tokio)") {
+        return;
+    }
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     use std::sync::Arc;
     use tokio::io::AsyncReadExt;
