@@ -7,7 +7,8 @@
 //! buffers come from the heap and stay there. After at least `TRIM_AFTER`
 //! bytes were freed, a turn about to wait calls `malloc_trim(0)`, which
 //! hands every free page of every arena back; a loop that is busy does not
-//! pay for it. Other allocators (jemalloc, musl's) decay on their own:
+//! pay for it, nor does one with work already waiting (turn.rs: a poll that
+//! does not wait comes first). Other allocators (jemalloc, musl's) decay on their own:
 //! nothing is done there. Tests: tests/net_memory_burst.rs.
 
 use std::cell::Cell;
@@ -24,25 +25,20 @@ pub(crate) fn freed(bytes: usize) {
     let _ = FREED.try_with(|f| f.set(f.get().saturating_add(bytes)));
 }
 
-/// Called by a turn about to wait: trims the heap if enough was freed.
-pub(crate) fn before_waiting() {
-    let due = FREED
-        .try_with(|f| {
-            if f.get() >= TRIM_AFTER {
-                f.set(0);
-                true
-            } else {
-                false
-            }
-        })
-        .unwrap_or(false);
-    if due {
-        trim();
-    }
+/// Whether enough was freed on this thread for a turn about to wait to
+/// [`trim`] the heap.
+pub(crate) fn due() -> bool {
+    FREED.try_with(|f| f.get() >= TRIM_AFTER).unwrap_or(false)
+}
+
+/// Hands the free pages of every arena back, and starts the count again.
+pub(crate) fn trim() {
+    let _ = FREED.try_with(|f| f.set(0));
+    trim_heap();
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim() {
+fn trim_heap() {
     // SAFETY: malloc_trim only returns free memory of malloc's arenas to
     // the system; it touches no live allocation.
     unsafe {
@@ -51,4 +47,4 @@ fn trim() {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() {}
+fn trim_heap() {}

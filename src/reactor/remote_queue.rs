@@ -14,7 +14,8 @@
 //! published slots in position order and, once it has taken all of a
 //! block, keeps it for reuse (up to `SPARES`) or frees it, so memory follows
 //! what is queued — 40 bytes a call, a block of 63 at rest plus the kept
-//! ones — and a burst's blocks go back to the allocator as the loop drains
+//! ones; the loop runs each call from its slot, copying none to its ready
+//! queue — and a burst's blocks go back to the allocator as the loop drains
 //! them, while a steady flow allocates nothing. The closed bit lives in the
 //! tail word: a send either claims its slot before the bit, and the close's
 //! drain drops its job, or sees the bit and fails. Tests: below (several
@@ -76,10 +77,12 @@ impl Block {
     }
 }
 
-/// The loop's end: the next position to take and its block.
+/// The loop's end: the next position to take and its block, and where the
+/// next [`JobQueue::take_marked`] stops (the tail at the last `mark`).
 struct Head {
     pos: usize,
     block: *mut Block,
+    end: usize,
 }
 
 // SAFETY: `block` is only dereferenced by the holder of the `Mutex<Head>`,
@@ -138,6 +141,7 @@ impl JobQueue {
             head: Mutex::new(Head {
                 pos: 0,
                 block: first,
+                end: 0,
             }),
             spares: Default::default(),
         }
@@ -265,24 +269,41 @@ impl JobQueue {
     }
 
     fn lock_head(&self) -> std::sync::MutexGuard<'_, Head> {
-        // A panic in `each` below leaves the head consistent: it is moved
-        // past a job before the job is handed out.
+        // A panic in `take_marked`'s `each` leaves the head consistent: it
+        // is moved past a job before the job is handed out.
         self.head.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Takes, in order, the jobs claimed before this call, up to the first
     /// one still being written (unless `wait`: then waits for it), and
-    /// hands each to `each`. Only the loop calls it (and `Drop`).
+    /// hands each to `each`: a [`mark`](Self::mark), then
+    /// [`take_marked`](Self::take_marked).
+    pub(crate) fn drain(&self, wait: bool, each: impl FnMut(RemoteJob)) -> Drained {
+        self.mark();
+        self.take_marked(wait, each)
+    }
+
+    /// Notes the calls claimed so far: the next `take_marked` takes those
+    /// and no later ones. Only the loop calls it (and `Drop`).
     ///
     /// The tail is read `SeqCst`, after the loop's `SeqCst` clear of its
     /// wake flag: a claim this read misses is made by a sender that then
     /// sees the flag clear and wakes the loop.
-    pub(crate) fn drain(&self, wait: bool, mut each: impl FnMut(RemoteJob)) -> Drained {
+    pub(crate) fn mark(&self) {
         let end = self.tail.word.load(Ordering::SeqCst) >> SHIFT;
+        self.lock_head().end = end;
+    }
+
+    /// Takes, in order, the jobs claimed before the last [`mark`](Self::mark),
+    /// up to the first one still being written (unless `wait`: then waits
+    /// for it), and hands each to `each`, which may run it: the head moves
+    /// past a job before `each` gets it, so a panic in `each` loses no other
+    /// job and runs none twice (a later call goes on from the next).
+    pub(crate) fn take_marked(&self, wait: bool, mut each: impl FnMut(RemoteJob)) -> Drained {
         let mut head = self.lock_head();
+        let end = head.end;
         let mut spins = 0u32;
-        let mut freed = 0;
-        let drained = loop {
+        loop {
             let offset = head.pos % LAP;
             if offset == BLOCK_CAP {
                 // SAFETY: every slot of this block was taken, so the sender
@@ -297,18 +318,20 @@ impl JobQueue {
                 head.pos += 1;
                 // SAFETY: as above; it came from `Box::into_raw` in `push`.
                 if self.give_block(unsafe { Box::from_raw(done) }) {
-                    freed += 1;
+                    // A burst's block: handed back to the system when the
+                    // loop next waits (give_back.rs).
+                    super::give_back::freed(std::mem::size_of::<Block>());
                 }
                 continue;
             }
             if head.pos >= end {
-                break Drained::All;
+                return Drained::All;
             }
             // SAFETY: `head.block` is live (freed only above, by us).
             let slot = unsafe { &(*head.block).slots[offset] };
             if !slot.ready.load(Ordering::Acquire) {
                 if !wait {
-                    break Drained::Behind;
+                    return Drained::Behind;
                 }
                 backoff(&mut spins);
                 continue;
@@ -318,13 +341,7 @@ impl JobQueue {
             let job = unsafe { slot.job.get().read().assume_init() };
             head.pos += 1;
             each(job);
-        };
-        if freed > 0 {
-            // A burst's blocks: handed back to the system when the loop
-            // next waits (give_back.rs).
-            super::give_back::freed(freed * std::mem::size_of::<Block>());
         }
-        drained
     }
 }
 
