@@ -98,13 +98,20 @@ impl CrossThread {
         self.control.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Queues `job` and wakes the loop. Inlined into the caller, as the
+    /// queue's own `push` is: a call is then a few loads, a compare-and-swap
+    /// and two stores, with no call out.
+    #[inline]
     fn push(&self, job: RemoteJob) -> Result<(), Error> {
-        self.jobs.push(job).map_err(|_| Error::Closed)?;
+        if self.jobs.push(job).is_err() {
+            return Err(Error::Closed);
+        }
         self.wake();
         Ok(())
     }
 
     /// Wakes the loop unless a wake is already pending.
+    #[inline]
     pub(crate) fn wake(&self) {
         // A plain load first: while a wake is pending, callers only read the
         // shared cache line instead of bouncing it with a read-modify-write.
@@ -112,9 +119,13 @@ impl CrossThread {
         // the flag and read of the tail are: a claim the loop's read missed
         // comes after its clear in that one order, so this load sees `false`
         // (or a later `true` whose setter wakes the loop).
-        if self.wake_pending.load(Ordering::SeqCst) {
-            return;
+        if !self.wake_pending.load(Ordering::SeqCst) {
+            self.wake_now();
         }
+    }
+
+    #[inline(never)]
+    fn wake_now(&self) {
         if !self.wake_pending.swap(true, Ordering::AcqRel) {
             self.wakes.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = self.waker.wake() {

@@ -185,7 +185,39 @@ impl JobQueue {
     /// The claim is `SeqCst`: a sender that reads the loop's wake flag after
     /// it is ordered with the loop's clear of that flag and its read of the
     /// tail (remote.rs, `CrossThread::wake`).
+    ///
+    /// Inlined into the caller: a slot that is not its block's last, claimed
+    /// at the first try, is the whole of it (about 15 instructions); the
+    /// rest (a closed queue, a lost race, a block to link) is `push_slow`.
+    #[inline]
     pub(crate) fn push(&self, job: RemoteJob) -> Result<(), RemoteJob> {
+        let word = self.tail.word.load(Ordering::Acquire);
+        let offset = (word >> SHIFT) % LAP;
+        if word & CLOSED == 0 && offset + 1 < BLOCK_CAP {
+            let block = self.tail.block.load(Ordering::Acquire);
+            let claimed = word + (1 << SHIFT);
+            if self
+                .tail
+                .word
+                .compare_exchange_weak(word, claimed, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+            {
+                // SAFETY: as in `push_slow` (a claim of a slot before the
+                // block's last, so no block to link).
+                unsafe {
+                    let slot = &(*block).slots[offset];
+                    slot.job.get().write(MaybeUninit::new(job));
+                    slot.ready.store(true, Ordering::Release);
+                }
+                return Ok(());
+            }
+        }
+        self.push_slow(job)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_slow(&self, job: RemoteJob) -> Result<(), RemoteJob> {
         let mut spins = 0u32;
         let mut next: Option<Box<Block>> = None;
         loop {
