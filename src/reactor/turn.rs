@@ -91,20 +91,30 @@ impl Inner {
     /// Step 3. mio rounds a sub-millisecond timeout *up*, so a timer is never
     /// polled for in a busy loop; an interrupted poll counts as no events.
     ///
-    /// Before a wait, a burst's freed pages go back to the system
-    /// (give_back.rs) — but only if a poll that does not wait finds nothing:
-    /// after a large burst that takes milliseconds, which work already
-    /// waiting (a remote call's wake, a readable socket) must not wait for.
-    /// The pages then go back before a later wait.
+    /// Before a wait, a burst's freed pages go back to the system once the
+    /// frees have stopped (give_back.rs; until then the wait is capped) —
+    /// and only if a poll that does not wait finds nothing: after a large
+    /// burst the trim takes milliseconds, which work already waiting (a
+    /// remote call's wake, a readable socket) must not wait for. The pages
+    /// then go back before a later wait.
     fn poll(&self, timeout: Option<Duration>) -> Result<(), Error> {
-        if timeout != Some(Duration::ZERO) && give_back::due() {
-            self.poll_once(Some(Duration::ZERO))?;
-            if !self.events.borrow().is_empty() {
-                return Ok(());
-            }
-            give_back::trim();
+        if timeout == Some(Duration::ZERO) {
+            return self.poll_once(timeout);
         }
-        self.poll_once(timeout)
+        match give_back::before_waiting(Instant::now) {
+            give_back::Before::Wait => self.poll_once(timeout),
+            give_back::Before::WaitAtMost(most) => {
+                self.poll_once(Some(timeout.map_or(most, |t| t.min(most))))
+            }
+            give_back::Before::Trim => {
+                self.poll_once(Some(Duration::ZERO))?;
+                if !self.events.borrow().is_empty() {
+                    return Ok(());
+                }
+                give_back::trim();
+                self.poll_once(timeout)
+            }
+        }
     }
 
     fn poll_once(&self, timeout: Option<Duration>) -> Result<(), Error> {
