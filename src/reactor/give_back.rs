@@ -11,8 +11,8 @@
 //! waiting (turn.rs: a poll that does not wait comes first). Why the quiet
 //! time: a steady flow frees as it goes (the remote queue's blocks, drained
 //! while their senders fill new ones); trimmed at every wait, its memory
-//! went back to the system and was faulted in again at once — 80,000 page
-//! faults in 10 million remote calls, most of their time. While a trim is
+//! went back to the system and was faulted in again at once: page faults
+//! took most of a remote call's time. While a trim is
 //! pending the turn waits at most until the quiet time is over, so an idle
 //! loop still trims. Other allocators (jemalloc, musl's) decay on their
 //! own: nothing is done there. Tests: below, tests/net_memory_burst.rs.
