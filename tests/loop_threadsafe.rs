@@ -256,3 +256,80 @@ fn calls_racing_the_loop_drop_run_or_are_dropped_once_then_fail() -> Result<(), 
     assert_eq!(refused, 8, "each thread stops at its second refusal");
     Ok(())
 }
+
+/// A batch of remote calls runs in one task: a panicking call is reported
+/// with its location, and the calls after it (in its block and the next,
+/// also after a block's last call panicked) still run, in order, each once
+/// and each counted as a callback. The same
+/// in debug mode, where each call is a task of its own (timed).
+#[test]
+fn a_panicking_call_is_reported_and_the_rest_of_its_batch_runs() -> Result<(), Error> {
+    for debug in [false, true] {
+        panicking_calls_in_a_batch(debug)?;
+    }
+    Ok(())
+}
+
+fn panicking_calls_in_a_batch(debug: bool) -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    ev.set_debug(debug);
+    let remote = ev.remote();
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let r = reports.clone();
+    ev.set_exception_handler(move |_, cx| {
+        r.borrow_mut().push(cx.location.unwrap().line());
+    });
+    let (tx, rx) = mpsc::channel();
+    let line = line!() + 6;
+    thread::spawn(move || {
+        for i in 0..200u32 {
+            let tx = tx.clone();
+            if i % 50 == 0 || i == 62 || i == 63 {
+                remote
+                    .call_soon_threadsafe(move |_| {
+                        drop(tx);
+                        panic!("call {i}")
+                    })
+                    .unwrap();
+            } else {
+                remote
+                    .call_soon_threadsafe(move |_| tx.send(i).unwrap())
+                    .unwrap();
+            }
+        }
+    })
+    .join()
+    .unwrap();
+    let before = ev.stats().callbacks_run;
+    ev.run_once()?;
+    let ran: Vec<u32> = rx.try_iter().collect();
+    let expected: Vec<u32> = (0..200)
+        .filter(|i| i % 50 != 0 && *i != 62 && *i != 63)
+        .collect();
+    assert_eq!(ran, expected);
+    assert_eq!(*reports.borrow(), vec![line; 6]);
+    assert_eq!(ev.stats().callbacks_run - before, 200);
+    Ok(())
+}
+
+/// A remote call that queues another waits for the next turn (a turn runs
+/// only the calls queued when it took them in), as a callback's call_soon does.
+#[test]
+fn a_call_queued_by_a_remote_call_runs_in_the_next_turn() -> Result<(), Error> {
+    let ev = EventLoop::new()?;
+    let remote = ev.remote();
+    let (tx, rx) = mpsc::channel::<u64>();
+    let r = remote.clone();
+    remote.call_soon_threadsafe(move |lp| {
+        tx.send(lp.turn_count()).unwrap();
+        r.call_soon_threadsafe(move |lp| tx.send(lp.turn_count()).unwrap())
+            .unwrap();
+    })?;
+    ev.run_once()?;
+    let first: Vec<u64> = rx.try_iter().collect();
+    assert_eq!(first.len(), 1, "the second call waits");
+    ev.run_once()?;
+    let second: Vec<u64> = rx.try_iter().collect();
+    assert_eq!(second, vec![first[0] + 1]);
+    Ok(())
+}

@@ -1,7 +1,8 @@
 //! How each cost grows with the amount of work: per-item costs at several n,
 //! beside tokio where it has the same operation, with a "flat within 1.5×"
 //! verdict per row (the largest median over the smallest). `cargo bench
-//! --bench scale` for figures; `cargo test` runs it with tiny n as a smoke.
+//! --bench scale` for figures (`-- Remote`: only the sections whose title
+//! contains "Remote"); `cargo test` runs it with tiny n as a smoke.
 //!
 //! Sources are counted up to what the file descriptor limit allows (the soft
 //! limit is raised to the hard one first); timers, Deferreds, ready callbacks
@@ -88,6 +89,9 @@ struct Row<'a> {
 /// the table (median per item, and the range), and a flat-within-1.5× line
 /// for each row.
 fn table(title: &str, unit: &str, ns: &[u64], rows: &mut [Row<'_>]) -> Vec<Vec<f64>> {
+    if !selected(title) {
+        return Vec::new();
+    }
     let ns: Vec<u64> = if full_run() {
         ns.to_vec()
     } else {
@@ -160,26 +164,33 @@ fn table(title: &str, unit: &str, ns: &[u64], rows: &mut [Row<'_>]) -> Vec<Vec<f
     medians
 }
 
-/// The CPU time of the whole process (every thread, user and system), in
-/// nanoseconds. The costs below are CPU time, not wall-clock time: on a
-/// shared machine the wall clock also counts the turns other programs take
-/// on these cores, which swamps how a cost grows with n.
-pub fn cpu_ns() -> f64 {
+/// Whether a section runs: all do, unless a filter is given after `--`
+/// (`cargo bench --bench scale -- Remote`), which its title must contain.
+fn selected(title: &str) -> bool {
+    common::filter().is_none_or(|f| title.contains(&f))
+}
+
+/// A CPU-time clock's reading (`CLOCK_PROCESS_CPUTIME_ID`: every thread of
+/// the process, user and system), in nanoseconds. The costs below are CPU
+/// time, not wall-clock time: on a shared machine the wall clock also counts
+/// the turns other programs take on these cores, which swamps how a cost
+/// grows with n.
+pub fn cpu_ns(clock: libc::clockid_t) -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid timespec to write into.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     assert_eq!(rc, 0, "clock_gettime");
     ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
 }
 
 /// The CPU time `f` took (see [`cpu_ns`]).
 fn timed(f: impl FnOnce()) -> f64 {
-    let t0 = cpu_ns();
+    let t0 = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
     f();
-    cpu_ns() - t0
+    cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID) - t0
 }
 
 struct Fd(RawFd);
@@ -462,7 +473,11 @@ fn main() {
         ],
     );
 
-    // Remote calls: n queued from another thread while the loop waits, then run.
+    // Remote calls: n queued from another thread while the loop waits, then
+    // run. Timed in two parts, summed: the sender's n calls (its thread's
+    // CPU time), then the loop's run of them. Neither the thread's start nor
+    // its end is timed, for either contender: at n = 10,000 a spawn and join
+    // outweighed the calls themselves (to 2026-12-06 they were timed).
     table(
         "Remote calls: n queued from another thread, then run (vs unbounded mpsc)",
         "ns",
@@ -472,48 +487,56 @@ fn main() {
                 name: "deferloop call_soon_threadsafe",
                 run: Box::new(|n| {
                     let remote = ev.remote();
-                    timed(|| {
-                        std::thread::spawn(move || {
-                            for i in 0..n {
-                                remote
-                                    .call_soon_threadsafe(move |lp| {
-                                        if i == n - 1 {
-                                            lp.stop();
-                                        }
-                                    })
-                                    .unwrap();
-                            }
-                        })
-                        .join()
-                        .unwrap();
-                        ev.run().unwrap();
-                    })
+                    let send = sender(move || {
+                        for i in 0..n {
+                            remote
+                                .call_soon_threadsafe(move |lp| {
+                                    if i == n - 1 {
+                                        lp.stop();
+                                    }
+                                })
+                                .unwrap();
+                        }
+                        drop(remote);
+                    });
+                    send + timed(|| ev.run().unwrap())
                 }),
             },
             Row {
                 name: "tokio mpsc unbounded",
                 run: Box::new(|n| {
-                    timed(|| {
-                        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
-                        std::thread::spawn(move || {
-                            for i in 0..n {
-                                tx.send(i).unwrap();
-                            }
-                        })
-                        .join()
-                        .unwrap();
+                    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u64>();
+                    let send = sender(move || {
+                        for i in 0..n {
+                            tx.send(i).unwrap();
+                        }
+                        drop(tx);
+                    });
+                    send + timed(|| {
                         rt.block_on(async {
                             let mut got = 0;
                             while rx.recv().await.is_some() {
                                 got += 1;
                             }
                             assert_eq!(got, n);
-                        });
+                        })
                     })
                 }),
             },
         ],
     );
+}
+
+/// Runs `send` on a new thread and returns its CPU time there, in
+/// nanoseconds: the thread's start and end are left out.
+fn sender(send: impl FnOnce() + Send + 'static) -> f64 {
+    std::thread::spawn(move || {
+        let t0 = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+        send();
+        cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID) - t0
+    })
+    .join()
+    .unwrap()
 }
 
 /// For callgrind: `count chain N` runs N 10-step chains (benches/deferred.rs's

@@ -11,6 +11,13 @@ pub(crate) struct SourceKey {
 }
 
 impl SourceKey {
+    /// A key no source has (the waker's token): the ready queue's task that
+    /// runs the remote calls a turn took in (turn.rs).
+    pub(crate) const REMOTE_CALLS: SourceKey = SourceKey {
+        index: u32::MAX,
+        gen: u32::MAX,
+    };
+
     /// The selector token of this source.
     pub(crate) fn token(self) -> mio::Token {
         mio::Token((self.gen as usize) << 32 | self.index as usize)

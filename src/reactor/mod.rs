@@ -559,10 +559,8 @@ impl Inner {
         let f = match job {
             Job::Call(f) if f.is_cancelled() => return,
             Job::Call(f) => f,
-            Job::Io(key) => {
-                self.run_contained(lp, loc, ctx, |lp| lp.dispatch_source(key));
-                return;
-            }
+            Job::Io(SourceKey::REMOTE_CALLS) => return self.run_remote_calls(lp),
+            Job::Io(key) => return self.run_contained(lp, loc, ctx, |lp| lp.dispatch_source(key)),
         };
         self.run_contained(lp, loc, ctx, |lp| f.call(lp));
     }

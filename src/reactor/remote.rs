@@ -11,7 +11,8 @@
 //! after that read always wakes it again; one claimed before it but not yet
 //! written leaves the loop a zero poll timeout, to take it next turn. A call
 //! costs that claim, the store and a load of the flag: no lock, so a sender
-//! preempted halfway never holds up the others. `call_blocking`'s waiters, a
+//! preempted halfway never holds up the others. The loop runs the calls it
+//! took in from their slots, all in one task (turn.rs, `run_remote_calls`). `call_blocking`'s waiters, a
 //! rare path, keep a mutex of their own. Tests: tests/loop_threadsafe.rs,
 //! tests/loop_callbacks.rs, remote_queue.rs.
 
@@ -97,13 +98,20 @@ impl CrossThread {
         self.control.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Queues `job` and wakes the loop. Inlined into the caller, as the
+    /// queue's own `push` is: a call is then a few loads, a compare-and-swap
+    /// and two stores, with no call out.
+    #[inline]
     fn push(&self, job: RemoteJob) -> Result<(), Error> {
-        self.jobs.push(job).map_err(|_| Error::Closed)?;
+        if self.jobs.push(job).is_err() {
+            return Err(Error::Closed);
+        }
         self.wake();
         Ok(())
     }
 
     /// Wakes the loop unless a wake is already pending.
+    #[inline]
     pub(crate) fn wake(&self) {
         // A plain load first: while a wake is pending, callers only read the
         // shared cache line instead of bouncing it with a read-modify-write.
@@ -111,9 +119,13 @@ impl CrossThread {
         // the flag and read of the tail are: a claim the loop's read missed
         // comes after its clear in that one order, so this load sees `false`
         // (or a later `true` whose setter wakes the loop).
-        if self.wake_pending.load(Ordering::SeqCst) {
-            return;
+        if !self.wake_pending.load(Ordering::SeqCst) {
+            self.wake_now();
         }
+    }
+
+    #[inline(never)]
+    fn wake_now(&self) {
         if !self.wake_pending.swap(true, Ordering::AcqRel) {
             self.wakes.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = self.waker.wake() {
@@ -128,12 +140,20 @@ impl CrossThread {
         self.wake_pending.load(Ordering::Acquire)
     }
 
-    /// Hands every call queued so far to `each`, in order, up to one still
-    /// being written by its sender. Returns whether it stopped there: the
-    /// loop then takes the rest in its next turn, without a wake-up.
-    pub(crate) fn take_jobs(&self, each: impl FnMut(RemoteJob)) -> bool {
+    /// Notes the calls queued so far (step 4): the next `take_jobs` takes
+    /// them and no later ones, which wake the loop again.
+    pub(crate) fn mark_jobs(&self) {
         self.wake_pending.swap(false, Ordering::SeqCst);
-        self.jobs.drain(false, each) == Drained::Behind
+        self.jobs.mark();
+    }
+
+    /// Hands the calls noted by the last `mark_jobs` to `each`, in order, up
+    /// to one still being written by its sender. Returns whether it stopped
+    /// there: the loop then takes the rest in its next turn, without a
+    /// wake-up. `each` may run the call, and panic: the next `take_jobs`
+    /// goes on from the call after it.
+    pub(crate) fn take_jobs(&self, each: impl FnMut(RemoteJob)) -> bool {
+        self.jobs.take_marked(false, each) == Drained::Behind
     }
 
     /// Refuses further calls and returns what was queued, to be dropped.

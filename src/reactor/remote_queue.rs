@@ -14,18 +14,19 @@
 //! published slots in position order and, once it has taken all of a
 //! block, keeps it for reuse (up to `SPARES`) or frees it, so memory follows
 //! what is queued — 40 bytes a call, a block of 63 at rest plus the kept
-//! ones — and a burst's blocks go back to the allocator as the loop drains
+//! ones; the loop runs each call from its slot, copying none to its ready
+//! queue — and a burst's blocks go back to the allocator as the loop drains
 //! them, while a steady flow allocates nothing. The closed bit lives in the
 //! tail word: a send either claims its slot before the bit, and the close's
-//! drain drops its job, or sees the bit and fails. Tests: below (several
-//! senders, per-sender order, no loss, closes racing sends),
-//! tests/loop_threadsafe.rs.
+//! drain drops its job, or sees the bit and fails. Tests: below (senders,
+//! order, loss, closes, marks), tests/loop_threadsafe.rs.
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::panic::Location;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize};
 use std::sync::Mutex;
 
 /// A queued call: stored inline when small (reactor/callback.rs).
@@ -76,10 +77,12 @@ impl Block {
     }
 }
 
-/// The loop's end: the next position to take and its block.
+/// The loop's end: the next position to take and its block, and where the
+/// next [`JobQueue::take_marked`] stops (the tail at the last `mark`).
 struct Head {
     pos: usize,
     block: *mut Block,
+    end: usize,
 }
 
 // SAFETY: `block` is only dereferenced by the holder of the `Mutex<Head>`,
@@ -138,6 +141,7 @@ impl JobQueue {
             head: Mutex::new(Head {
                 pos: 0,
                 block: first,
+                end: 0,
             }),
             spares: Default::default(),
         }
@@ -146,7 +150,7 @@ impl JobQueue {
     /// A drained block if one is kept, else a new one.
     fn take_block(&self) -> Box<Block> {
         for s in &self.spares {
-            let b = s.swap(ptr::null_mut(), Ordering::Acquire);
+            let b = s.swap(ptr::null_mut(), Acquire);
             if !b.is_null() {
                 // SAFETY: `give_block` put it there from a `Box`, reset;
                 // the swap took it out, so it is ours alone.
@@ -165,7 +169,7 @@ impl JobQueue {
         }
         let raw = Box::into_raw(b);
         for s in &self.spares {
-            if s.compare_exchange(ptr::null_mut(), raw, Ordering::Release, Ordering::Relaxed)
+            if s.compare_exchange(ptr::null_mut(), raw, Release, Relaxed)
                 .is_ok()
             {
                 return false;
@@ -176,16 +180,46 @@ impl JobQueue {
         true
     }
 
-    /// Queues `job`, or gives it back if the queue is closed.
-    ///
-    /// The claim is `SeqCst`: a sender that reads the loop's wake flag after
-    /// it is ordered with the loop's clear of that flag and its read of the
-    /// tail (remote.rs, `CrossThread::wake`).
+    /// Queues `job`, or gives it back if the queue is closed. The claim is
+    /// `SeqCst`: a sender that reads the loop's wake flag after it is ordered
+    /// with the loop's clear of that flag and its read of the tail
+    /// (remote.rs, `CrossThread::wake`). Inlined: a slot before its block's
+    /// last, claimed at the first try, is all of it (about 15 instructions);
+    /// the rest (closed, a lost race, a block to link) is `push_slow`.
+    #[inline]
     pub(crate) fn push(&self, job: RemoteJob) -> Result<(), RemoteJob> {
+        let word = self.tail.word.load(Acquire);
+        let offset = (word >> SHIFT) % LAP;
+        if word & CLOSED == 0 && offset + 1 < BLOCK_CAP {
+            let block = self.tail.block.load(Acquire);
+            if self.claim(word) {
+                // SAFETY: as in `push_slow` (a claim of a slot before the
+                // block's last, so no block to link).
+                unsafe {
+                    let slot = &(*block).slots[offset];
+                    slot.job.get().write(MaybeUninit::new(job));
+                    slot.ready.store(true, Release);
+                }
+                return Ok(());
+            }
+        }
+        self.push_slow(job)
+    }
+
+    /// Claims the position after `word`'s, if the tail is still there.
+    #[inline]
+    fn claim(&self, word: usize) -> bool {
+        let (t, n) = (&self.tail.word, word + (1 << SHIFT));
+        t.compare_exchange_weak(word, n, SeqCst, Relaxed).is_ok()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_slow(&self, job: RemoteJob) -> Result<(), RemoteJob> {
         let mut spins = 0u32;
         let mut next: Option<Box<Block>> = None;
         loop {
-            let word = self.tail.word.load(Ordering::Acquire);
+            let word = self.tail.word.load(Acquire);
             if word & CLOSED != 0 {
                 return Err(job);
             }
@@ -195,17 +229,11 @@ impl JobQueue {
                 backoff(&mut spins);
                 continue;
             }
-            let block = self.tail.block.load(Ordering::Acquire);
+            let block = self.tail.block.load(Acquire);
             if offset + 1 == BLOCK_CAP && next.is_none() {
                 next = Some(self.take_block());
             }
-            let claimed = word + (1 << SHIFT);
-            if self
-                .tail
-                .word
-                .compare_exchange_weak(word, claimed, Ordering::SeqCst, Ordering::Relaxed)
-                .is_err()
-            {
+            if !self.claim(word) {
                 backoff(&mut spins);
                 continue;
             }
@@ -218,14 +246,14 @@ impl JobQueue {
             unsafe {
                 if offset + 1 == BLOCK_CAP {
                     let next = Box::into_raw(next.take().expect("allocated before the claim"));
-                    self.tail.block.store(next, Ordering::Release);
+                    self.tail.block.store(next, Release);
                     // Past the block's end position; keeps the closed bit.
-                    self.tail.word.fetch_add(1 << SHIFT, Ordering::Release);
-                    (*block).next.store(next, Ordering::Release);
+                    self.tail.word.fetch_add(1 << SHIFT, Release);
+                    (*block).next.store(next, Release);
                 }
                 let slot = &(*block).slots[offset];
                 slot.job.get().write(MaybeUninit::new(job));
-                slot.ready.store(true, Ordering::Release);
+                slot.ready.store(true, Release);
             }
             if let Some(unused) = next {
                 // Taken for a last slot another sender claimed first.
@@ -237,16 +265,16 @@ impl JobQueue {
 
     /// Marks the queue closed: later pushes fail.
     pub(crate) fn close(&self) {
-        self.tail.word.fetch_or(CLOSED, Ordering::SeqCst);
+        self.tail.word.fetch_or(CLOSED, SeqCst);
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.tail.word.load(Ordering::Acquire) & CLOSED != 0
+        self.tail.word.load(Acquire) & CLOSED != 0
     }
 
     /// Calls ever queued.
     pub(crate) fn calls(&self) -> u64 {
-        let pos = self.tail.word.load(Ordering::Acquire) >> SHIFT;
+        let pos = self.tail.word.load(Acquire) >> SHIFT;
         ((pos / LAP) * BLOCK_CAP + (pos % LAP).min(BLOCK_CAP)) as u64
     }
 
@@ -259,30 +287,47 @@ impl JobQueue {
         while !b.is_null() {
             n += 1;
             // SAFETY: blocks from the head on are live while we hold it.
-            b = unsafe { (*b).next.load(Ordering::Acquire) };
+            b = unsafe { (*b).next.load(Acquire) };
         }
         n
     }
 
     fn lock_head(&self) -> std::sync::MutexGuard<'_, Head> {
-        // A panic in `each` below leaves the head consistent: it is moved
-        // past a job before the job is handed out.
+        // A panic in `take_marked`'s `each` leaves the head consistent: it
+        // is moved past a job before the job is handed out.
         self.head.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Takes, in order, the jobs claimed before this call, up to the first
     /// one still being written (unless `wait`: then waits for it), and
-    /// hands each to `each`. Only the loop calls it (and `Drop`).
+    /// hands each to `each`: a [`mark`](Self::mark), then
+    /// [`take_marked`](Self::take_marked).
+    pub(crate) fn drain(&self, wait: bool, each: impl FnMut(RemoteJob)) -> Drained {
+        self.mark();
+        self.take_marked(wait, each)
+    }
+
+    /// Notes the calls claimed so far: the next `take_marked` takes those
+    /// and no later ones. Only the loop calls it (and `Drop`).
     ///
     /// The tail is read `SeqCst`, after the loop's `SeqCst` clear of its
     /// wake flag: a claim this read misses is made by a sender that then
     /// sees the flag clear and wakes the loop.
-    pub(crate) fn drain(&self, wait: bool, mut each: impl FnMut(RemoteJob)) -> Drained {
-        let end = self.tail.word.load(Ordering::SeqCst) >> SHIFT;
+    pub(crate) fn mark(&self) {
+        let end = self.tail.word.load(SeqCst) >> SHIFT;
+        self.lock_head().end = end;
+    }
+
+    /// Takes, in order, the jobs claimed before the last [`mark`](Self::mark),
+    /// up to the first one still being written (unless `wait`: then waits
+    /// for it), and hands each to `each`, which may run it: the head moves
+    /// past a job before `each` gets it, so a panic in `each` loses no other
+    /// job and runs none twice (a later call goes on from the next).
+    pub(crate) fn take_marked(&self, wait: bool, mut each: impl FnMut(RemoteJob)) -> Drained {
         let mut head = self.lock_head();
+        let end = head.end;
         let mut spins = 0u32;
-        let mut freed = 0;
-        let drained = loop {
+        loop {
             let offset = head.pos % LAP;
             if offset == BLOCK_CAP {
                 // SAFETY: every slot of this block was taken, so the sender
@@ -290,25 +335,27 @@ impl JobQueue {
                 // (acquired when we took it); no sender reaches a block
                 // whose slots are all claimed, so we may reuse or free it.
                 let done = unsafe {
-                    let next = (*head.block).next.load(Ordering::Acquire);
+                    let next = (*head.block).next.load(Acquire);
                     debug_assert!(!next.is_null());
                     std::mem::replace(&mut head.block, next)
                 };
                 head.pos += 1;
                 // SAFETY: as above; it came from `Box::into_raw` in `push`.
                 if self.give_block(unsafe { Box::from_raw(done) }) {
-                    freed += 1;
+                    // A burst's block: handed back to the system when the
+                    // loop next waits (give_back.rs).
+                    super::give_back::freed(std::mem::size_of::<Block>());
                 }
                 continue;
             }
             if head.pos >= end {
-                break Drained::All;
+                return Drained::All;
             }
             // SAFETY: `head.block` is live (freed only above, by us).
             let slot = unsafe { &(*head.block).slots[offset] };
-            if !slot.ready.load(Ordering::Acquire) {
+            if !slot.ready.load(Acquire) {
                 if !wait {
-                    break Drained::Behind;
+                    return Drained::Behind;
                 }
                 backoff(&mut spins);
                 continue;
@@ -318,13 +365,7 @@ impl JobQueue {
             let job = unsafe { slot.job.get().read().assume_init() };
             head.pos += 1;
             each(job);
-        };
-        if freed > 0 {
-            // A burst's blocks: handed back to the system when the loop
-            // next waits (give_back.rs).
-            super::give_back::freed(freed * std::mem::size_of::<Block>());
         }
-        drained
     }
 }
 
@@ -346,7 +387,7 @@ impl Drop for JobQueue {
             // SAFETY: the blocks from the head on are ours alone now; their
             // jobs were all taken by the drain above.
             let block = unsafe { Box::from_raw(b) };
-            b = block.next.load(Ordering::Acquire);
+            b = block.next.load(Acquire);
         }
     }
 }
@@ -369,7 +410,7 @@ mod tests {
     use super::RemoteFn;
     use super::*;
     use std::panic::Location;
-    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex as StdMutex};
 
     /// A job that records (sender, sequence) when run, and counts its drop.
@@ -495,6 +536,41 @@ mod tests {
         // Every job made was dropped once: run, unrun, or refused.
         assert_eq!(dropped.load(Ordering::Relaxed), ok + 3);
         assert!(q.is_closed());
+    }
+
+    /// `take_marked` takes the calls claimed before the `mark`, across a
+    /// block's end, and none after it; a panic in `each` loses none of the
+    /// others and takes none twice.
+    #[test]
+    fn a_marked_take_stops_at_the_mark_and_goes_on_after_a_panic() {
+        let q = JobQueue::new();
+        let log = Arc::new(StdMutex::new(Vec::new()));
+        let dropped = Arc::new(AtomicU64::new(0));
+        let push = |r: std::ops::Range<u32>| {
+            r.for_each(|i| assert!(q.push(job(&log, &dropped, 0, i)).is_ok()))
+        };
+        push(0..100);
+        q.mark();
+        push(100..150);
+        let ev = crate::EventLoop::new().unwrap();
+        let mut taken = 0;
+        let taking = std::panic::AssertUnwindSafe(|| {
+            q.take_marked(false, |j| {
+                taken += 1;
+                j.f.into_local().call(&ev);
+                assert!(taken != 70, "boom");
+            })
+        });
+        assert!(std::panic::catch_unwind(taking).is_err());
+        assert_eq!(
+            q.take_marked(false, |j| j.f.into_local().call(&ev)),
+            Drained::All
+        );
+        let ran: Vec<u32> = log.lock().unwrap().iter().map(|&(_, i)| i).collect();
+        assert_eq!(ran, (0..100).collect::<Vec<_>>());
+        assert_eq!(q.drain(false, |j| j.f.into_local().call(&ev)), Drained::All);
+        assert_eq!(log.lock().unwrap().len(), 150);
+        assert_eq!(dropped.load(Ordering::Relaxed), 150);
     }
 
     /// Jobs still queued when the queue is dropped are dropped with it.

@@ -14,10 +14,13 @@ use super::key::SourceKey;
 use super::published::{Published, LIST_AT_MOST, PUBLISH_EVERY};
 use super::ready::{Job, Task};
 use super::source::Ready;
+use super::ExceptionContext;
 use super::{Inner, Loop, MAX_TIMEOUT, WAKER};
 use crate::context::Context;
-use crate::Error;
+use crate::{Error, Failure};
+use std::cell::Cell;
 use std::io;
+use std::panic::{self, AssertUnwindSafe, Location};
 use std::time::{Duration, Instant};
 
 impl Inner {
@@ -30,10 +33,7 @@ impl Inner {
         //    that of a burst of callbacks or remote calls.
         self.trim();
         let timeout = self.poll_timeout(max_wait); // 2. 0 | next deadline (≤ 24 h) | block; ≤ 100 ms after a burst, ≤ max_wait
-        if timeout != Some(Duration::ZERO) {
-            give_back::before_waiting(); // a burst's freed pages, back to the system
-        }
-        self.poll(timeout)?; //                 3. the only place the loop sleeps
+        self.poll(timeout)?; //                 3. the only place the loop sleeps; a burst's freed pages go back first
         self.queue_io_callbacks(); //           4. ready sources and remote calls → ready queue
         self.queue_due_timers(); //             5. deadline <= now, FIFO among equals
         self.run_ready(lp); //                  6. only what was queued when this step began
@@ -90,7 +90,34 @@ impl Inner {
 
     /// Step 3. mio rounds a sub-millisecond timeout *up*, so a timer is never
     /// polled for in a busy loop; an interrupted poll counts as no events.
+    ///
+    /// Before a wait, a burst's freed pages go back to the system once the
+    /// frees have stopped (give_back.rs; until then the wait is capped) —
+    /// and only if a poll that does not wait finds nothing: after a large
+    /// burst the trim takes milliseconds, which work already waiting (a
+    /// remote call's wake, a readable socket) must not wait for. The pages
+    /// then go back before a later wait.
     fn poll(&self, timeout: Option<Duration>) -> Result<(), Error> {
+        if timeout == Some(Duration::ZERO) {
+            return self.poll_once(timeout);
+        }
+        match give_back::before_waiting(Instant::now) {
+            give_back::Before::Wait => self.poll_once(timeout),
+            give_back::Before::WaitAtMost(most) => {
+                self.poll_once(Some(timeout.map_or(most, |t| t.min(most))))
+            }
+            give_back::Before::Trim => {
+                self.poll_once(Some(Duration::ZERO))?;
+                if !self.events.borrow().is_empty() {
+                    return Ok(());
+                }
+                give_back::trim();
+                self.poll_once(timeout)
+            }
+        }
+    }
+
+    fn poll_once(&self, timeout: Option<Duration>) -> Result<(), Error> {
         let mut events = self.events.borrow_mut();
         match self.poll.borrow_mut().poll(&mut events, timeout) {
             Ok(()) => Ok(()),
@@ -126,17 +153,64 @@ impl Inner {
         // A full buffer: the selector may hold more (the next step 2 is 0).
         self.events_full.set(n == events.capacity());
         drop((io, events));
-        // Remote calls: checked every turn (one atomic load), drained only if
-        // some thread queued one since the last drain.
+        // Remote calls: checked every turn (one atomic load), taken in only
+        // if some thread queued one since the last time. Those queued so far
+        // are noted, and one task runs them in step 6 straight from the
+        // remote queue (`run_remote_calls`); timed or watched, each gets a
+        // task of its own instead, as every other callback does.
         if self.shared.wake_pending() || self.remote_behind.get() {
-            let behind = self.shared.take_jobs(|job| {
-                ready.push(Task {
-                    job: Job::Call(job.f.into_local()),
-                    ctx: Context::default(),
-                    loc: job.loc,
+            self.shared.mark_jobs();
+            if self.debug.get() || self.instrumented.get() {
+                let behind = self.shared.take_jobs(|job| {
+                    ready.push(Task {
+                        job: Job::Call(job.f.into_local()),
+                        ctx: Context::default(),
+                        loc: job.loc,
+                    });
                 });
-            });
-            self.remote_behind.set(behind);
+                self.remote_behind.set(behind);
+            } else {
+                ready.push(Task {
+                    job: Job::Io(SourceKey::REMOTE_CALLS),
+                    ctx: Context::default(),
+                    loc: Location::caller(),
+                });
+            }
+        }
+    }
+
+    /// Step 6's remote calls: those step 4 noted, in order, each run as it
+    /// is taken from its slot in the remote queue (not copied to the ready
+    /// queue first: about a hundred instructions a call less). One
+    /// `catch_unwind` serves the whole batch: a panicking call is reported
+    /// with its location, as a callback's panic is, and the batch goes on
+    /// from the next call (the queue's head had moved past it), so a panic
+    /// loses none of the others. Each call is counted and leaves the empty
+    /// context behind it, as `run_contained` does for a callback.
+    pub(super) fn run_remote_calls(&self, lp: &Loop) {
+        let at = Cell::new(Location::caller());
+        loop {
+            let r = panic::catch_unwind(AssertUnwindSafe(|| {
+                self.shared.take_jobs(|job| {
+                    at.set(job.loc);
+                    job.f.into_local().call(lp);
+                    self.counters.callback_ran();
+                    Context::reset();
+                })
+            }));
+            match r {
+                Ok(behind) => return self.remote_behind.set(behind),
+                Err(payload) => {
+                    self.counters.callback_ran();
+                    Context::reset();
+                    let loc = at.get();
+                    lp.call_exception_handler(&ExceptionContext {
+                        message: "Exception in callback",
+                        failure: Some(&Failure::from_panic(payload, loc)),
+                        location: Some(loc),
+                    });
+                }
+            }
         }
     }
 
@@ -278,6 +352,8 @@ mod tests {
     /// A loop that goes idle after a burst gives its memory back by itself:
     /// while a buffer holds a burst's room its poll waits at most `DECAY`;
     /// the turn that gives it back blocks again (here until its 2.5 s).
+    /// The ready queue's room comes from the callbacks (remote calls run
+    /// from their own blocks, which are freed as they are taken).
     #[test]
     fn an_idle_loop_gives_a_burst_s_buffers_back() {
         use std::time::Instant;
@@ -285,6 +361,7 @@ mod tests {
         let remote = ev.remote();
         for _ in 0..100_000 {
             remote.call_soon_threadsafe(|_| {}).unwrap();
+            ev.call_soon(|_| {}).unwrap();
         }
         ev.run_once_timeout(Duration::ZERO).unwrap();
         ev.run_once_timeout(Duration::ZERO).unwrap();
