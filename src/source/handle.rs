@@ -1,6 +1,7 @@
 //! [`SourceHandle`], and [`Loop::add_source`] that makes one: what a user
 //! holds of a source the loop owns; [`WeakSource`], a reference that does
-//! not own it (to wake or remove it from elsewhere, the source included).
+//! not own it (to wake or remove it from elsewhere, the source included);
+//! `add_source_with`, how the crate's own sources are built with their key.
 
 use super::{Adapter, EventSource, Interest, Mode, Readiness, State};
 use crate::reactor::{self, Ready, SourceKey};

@@ -2,9 +2,9 @@
 //! descriptor, or a source with no descriptor at all, dispatched by the loop
 //! in the same steps as its own sockets (4: readiness noted, 6: dispatched).
 //! Owns [`EventSource`], [`Interest`], [`Readiness`], [`PostAction`] and the
-//! adapter that puts a source on the crate's internal source trait (the
-//! crate's sockets keep their own, shorter path); `handle.rs` owns
-//! [`SourceHandle`] and [`Loop::add_source`].
+//! adapter that puts a source on the crate's internal source trait (stream
+//! connections keep their own, shorter path); `handle.rs` owns
+//! [`SourceHandle`], [`Loop::add_source`] and the crate's `add_source_with`.
 //!
 //! calloop's `EventSource` is the model; where its users hit walls, this one
 //! differs:
@@ -32,8 +32,9 @@
 //! `epoll_ctl`), so data left unread is reported at the next poll. A source
 //! that drains its descriptor each time asks for [`Mode::Edge`]: registered
 //! once, never re-armed, so [`PostAction::Continue`] costs no system call.
-//! The crate's own signals and child processes are such sources, on this
-//! same trait. Tests: tests/source_public.rs.
+//! The crate's own signals, child processes, listeners and UDP sockets are
+//! such sources, on this same trait. Tests: tests/source_public.rs,
+//! tests/net_fd_reuse.rs.
 
 mod handle;
 

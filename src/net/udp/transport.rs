@@ -121,7 +121,8 @@ impl DatagramTransport {
     }
 
     /// Closes the socket once the queue is flushed; `connection_lost(None)`
-    /// follows. Idempotent.
+    /// follows (its descriptor is released when that has been delivered).
+    /// Idempotent.
     pub fn close(&self) {
         let Some((d, lp)) = self.conn.live() else {
             return;
