@@ -2,7 +2,8 @@
 //! descriptor open until the loop has taken it out of the selector: a
 //! socket opened at once, and one opened later under the same descriptor
 //! number, both get their events (closing first and deregistering the
-//! number afterwards would silence the new owner). One test in this file,
+//! number afterwards would silence the new owner). A listener stopped in its
+//! own accept loop closes its socket when that loop returns. One test in this file,
 //! so no other test's sockets take the freed number.
 
 use deferloop::net::{DatagramProtocol, DatagramTransport, Listener, Protocol, Transport};
@@ -61,6 +62,7 @@ struct Ctx {
     keep: RefCell<Vec<UnixStream>>,
     listener: RefCell<Option<Listener>>,
     freed: Cell<Option<RawFd>>,
+    addr: Cell<Option<SocketAddr>>,
 }
 
 struct Accepted(Rc<Ctx>);
@@ -72,13 +74,20 @@ impl Protocol for Accepted {
         let fd = l.raw_fd().unwrap();
         let _ = l.stop_listening();
         assert!(!l.is_listening() && l.raw_fd().is_none());
+        // The socket closes when this accept loop returns, not before.
+        let addr = c.addr.get().unwrap();
+        let e = std::net::TcpListener::bind(addr).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
         // Opened at once, inside the listener's own dispatch.
         let (a, b) = watched_pair(&c.lp, &c.hits);
         c.keep.borrow_mut().extend([a, b]);
         c.freed.set(Some(fd));
         let c2 = c.clone();
-        c.lp.call_soon(move |lp| reuse(lp, fd, &c2.hits, &c2.keep))
-            .unwrap();
+        c.lp.call_soon(move |lp| {
+            drop(std::net::TcpListener::bind(addr).expect("closed by now"));
+            reuse(lp, fd, &c2.hits, &c2.keep);
+        })
+        .unwrap();
     }
     fn data_received(&mut self, _: &Transport, _: &[u8]) {}
 }
@@ -117,6 +126,7 @@ fn a_socket_closed_in_its_own_dispatch_silences_no_new_owner_of_its_number() {
         keep: RefCell::default(),
         listener: RefCell::default(),
         freed: Cell::new(None),
+        addr: Cell::new(None),
     });
     let c2 = c.clone();
     let l = ev
@@ -127,6 +137,7 @@ fn a_socket_closed_in_its_own_dispatch_silences_no_new_owner_of_its_number() {
         other => panic!("{other:?}"),
     };
     *c.listener.borrow_mut() = Some(l);
+    c.addr.set(Some(addr));
     let _client = TcpStream::connect(addr).unwrap();
     run_until(&ev, || c.hits.get() == 2);
     assert!(c.freed.get().is_some());
