@@ -493,8 +493,9 @@ impl<S: EventSource> Adapter<S> {
             std::mem::take(&mut st.dirty)
         };
         let polled = self.rearm && (readiness.readable || readiness.writable);
-        // The common case costs no more than a direct `Source`: nothing to
-        // re-arm (edge mode, or no readiness), nothing changed.
+        // The common case returns here, with no system call and no move of
+        // the outcome: nothing to re-arm (edge mode, or no readiness),
+        // nothing changed, `Continue` or `Again`.
         if !dirty && !polled {
             if let Ok(ret) = &out {
                 match ret.plain() {

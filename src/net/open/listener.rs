@@ -15,7 +15,8 @@
 //! `ENOBUFS`, `ENOMEM`), the error goes to the exception handler and the
 //! listener stops accepting for [`Limits::accept_retry_delay`] (asyncio's 1 s), then
 //! tries again: no busy loop on a socket that stays readable, and no crash.
-//! Tests: tests/net_tcp_echo.rs, tests/net_accept_backoff.rs.
+//! Tests: tests/net_tcp_echo.rs, tests/net_accept_backoff.rs,
+//! tests/net_fd_reuse.rs.
 
 use crate::net::core::conn::Conn;
 use crate::net::core::io::{Tcp, Wire};

@@ -15,7 +15,8 @@
 //! receive errors go to `error_received` (delivered by the loop, never from
 //! inside `send_to`); they do not close the socket. The phases, the contained
 //! protocol calls and `connection_lost` follow the same rules as streams
-//! (`net/core/mod.rs`). The handle is `transport.rs`. Tests: tests/net_udp.rs.
+//! (`net/core/mod.rs`). The handle is `transport.rs`. Tests: tests/net_udp.rs,
+//! tests/net_fd_reuse.rs.
 
 use crate::net::core::buffer::Flow;
 use crate::net::core::{self, Phase};
@@ -49,7 +50,7 @@ fn fd_of(sock: &UdpSock) -> Option<BorrowedFd<'_>> {
 }
 
 pub(crate) struct DgramState {
-    /// Open or closing: the socket may be used.
+    /// The socket is used only while this is open or closing.
     pub(crate) phase: Phase,
     /// Datagrams the socket refused for now, with their destination
     /// (`None`: the connected peer).
