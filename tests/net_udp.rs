@@ -1,5 +1,6 @@
 //! UDP: a round trip between a bound and a connected socket, errors reported
-//! to `error_received` without closing, and `connection_lost` exactly once.
+//! to `error_received` without closing, `connection_lost` exactly once, and
+//! the port released only once that has been delivered.
 
 mod util;
 
@@ -222,4 +223,36 @@ fn a_sockets_limits_bound_the_datagrams_one_dispatch_receives() {
         assert!(per_turn.len() < 200, "stuck: {per_turn:?}");
     }
     assert!(per_turn.iter().all(|&n| n <= 1), "{per_turn:?}");
+}
+
+/// The socket is the loop's source's to close (a public `EventSource`
+/// owning it): after `close`, the transport is closed at once (no address,
+/// sends ignored), and the port is released once `connection_lost` has
+/// been delivered, when the loop has taken the descriptor out of its
+/// selector.
+#[test]
+fn a_closed_socket_releases_its_port_once_connection_lost_is_delivered() {
+    let ev = EventLoop::new().unwrap();
+    let log = Log::default();
+    let t = ev
+        .listen_udp("127.0.0.1:0".parse().unwrap(), udp(&log, false, None))
+        .unwrap();
+    let addr = t.local_addr().unwrap();
+    run_until(&ev, Duration::from_secs(10), || !log.borrow().is_empty());
+    t.close();
+    assert!(t.is_closing());
+    assert_eq!(
+        t.local_addr().unwrap_err().kind(),
+        io::ErrorKind::NotConnected
+    );
+    assert_eq!(
+        std::net::UdpSocket::bind(addr).unwrap_err().kind(),
+        io::ErrorKind::AddrInUse,
+        "still the source's until connection_lost"
+    );
+    run_until(&ev, Duration::from_secs(10), || {
+        matches!(log.borrow().last(), Some(Ev::Lost(_)))
+    });
+    assert_eq!(*log.borrow(), [Ev::Made, Ev::Lost(false)]);
+    std::net::UdpSocket::bind(addr).expect("the port is free again");
 }

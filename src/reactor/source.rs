@@ -2,9 +2,10 @@
 //! [`PostAction`] and the registry that stores sources behind the trait; a
 //! source's [`SourceKey`] is `key.rs`.
 //!
-//! The reactor knows no kind of source. A TCP connection, a listener, a UDP
-//! socket, a raw reader, an in-memory test connection: each is a type that
-//! implements `Source`, is inserted with [`Loop::insert_source`], and from then
+//! The reactor knows no kind of source. A stream connection, a raw reader,
+//! an in-memory test connection, the adapter under every public
+//! `EventSource` (signals, children, listeners, UDP sockets, users'): each
+//! is a type that implements `Source`, is inserted with [`Loop::insert_source`], and from then
 //! on is dispatched once per turn in which it is ready. Readiness comes from
 //! the selector (step 4) or from [`Loop::wake_source`] (a source with no file
 //! descriptor, or work the source found for itself); both are merged into one

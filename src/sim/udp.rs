@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::os::unix::io::{AsRawFd, RawFd};
+use std::os::unix::io::{AsFd, BorrowedFd};
 use std::rc::Rc;
 
 pub(crate) struct SimUdp {
@@ -111,13 +111,12 @@ impl UdpSock {
     }
 }
 
-/// The descriptor of a kernel socket; -1 for a simulated one, which has none
-/// (the caller claims only descriptors of 0 and up).
-impl AsRawFd for UdpSock {
-    fn as_raw_fd(&self) -> RawFd {
+impl UdpSock {
+    /// The descriptor of a kernel socket; none for a simulated one.
+    pub(crate) fn fd(&self) -> Option<BorrowedFd<'_>> {
         match self {
-            UdpSock::Real(s) => s.as_raw_fd(),
-            UdpSock::Sim(_) => -1,
+            UdpSock::Real(s) => Some(s.as_fd()),
+            UdpSock::Sim(_) => None,
         }
     }
 }

@@ -1,13 +1,15 @@
 //! [`SourceHandle`], and [`Loop::add_source`] that makes one: what a user
 //! holds of a source the loop owns; [`WeakSource`], a reference that does
-//! not own it (to wake or remove it from elsewhere, the source included).
+//! not own it (to wake or remove it from elsewhere, the source included);
+//! `add_source_with`, how the crate's own sources are built with their key.
 
 use super::{Adapter, EventSource, Interest, Mode, Readiness, State};
-use crate::reactor::{self, Ready};
+use crate::reactor::{self, Ready, SourceKey};
 use crate::Loop;
 use mio::unix::SourceFd;
 use std::cell::RefCell;
 use std::fmt;
+use std::io;
 use std::os::unix::io::AsRawFd;
 use std::panic::Location;
 use std::rc::{Rc, Weak};
@@ -295,13 +297,26 @@ impl Loop {
         at: &'static Location<'static>,
         source: S,
     ) -> Result<SourceHandle<S>, crate::Error> {
-        let fd = source.fd().map(|f| f.as_raw_fd());
-        let interest = source.interest();
-        let name = source.name();
-        let rearm = source.mode() == Mode::Level;
         let mut source = Some(source);
+        self.add_source_with(at, |_, _| Ok(source.take().expect("built once")))
+    }
+
+    /// How the crate's own sources are added: `make` gets the source's key
+    /// (to wake it by) and the selector (where a simulated socket, which has
+    /// no descriptor, leaves its token), and builds the source; the adapter
+    /// then registers the descriptor [`EventSource::fd`] gives, and
+    /// deregisters it before the source is dropped — so a source that owns
+    /// its descriptor closes it only once it is out of the selector.
+    pub(crate) fn add_source_with<S: EventSource>(
+        &self,
+        at: &'static Location<'static>,
+        make: impl FnOnce(SourceKey, &mio::Registry) -> io::Result<S>,
+    ) -> Result<SourceHandle<S>, crate::Error> {
         let mut made = None;
         let key = self.insert_source(at, |key, reg| {
+            let source = make(key, reg)?;
+            let fd = source.fd().map(|f| f.as_raw_fd());
+            let interest = source.interest();
             let registered = match (fd, interest.to_mio()) {
                 (Some(fd), Some(i)) => {
                     reg.register(&mut SourceFd(&fd), key.token(), i)?;
@@ -314,9 +329,9 @@ impl Loop {
                 lp: self.downgrade(),
                 at,
                 fd,
-                name,
-                rearm,
-                src: RefCell::new(source.take()),
+                name: source.name(),
+                rearm: source.mode() == Mode::Level,
+                src: RefCell::new(Some(source)),
                 st: RefCell::new(State {
                     running: false,
                     dirty: false,
@@ -331,10 +346,10 @@ impl Loop {
             made = Some(a.clone());
             Ok(a as Rc<dyn reactor::Source>)
         })?;
-        if let Some(fd) = fd {
+        let a = made.expect("built");
+        if let Some(fd) = a.fd {
             self.claim_fd(fd, key);
         }
-        let a = made.expect("built");
         Ok(SourceHandle {
             inner: Rc::downgrade(&a),
         })

@@ -2,9 +2,9 @@
 //! descriptor, or a source with no descriptor at all, dispatched by the loop
 //! in the same steps as its own sockets (4: readiness noted, 6: dispatched).
 //! Owns [`EventSource`], [`Interest`], [`Readiness`], [`PostAction`] and the
-//! adapter that puts a source on the crate's internal source trait (the
-//! crate's sockets keep their own, shorter path); `handle.rs` owns
-//! [`SourceHandle`] and [`Loop::add_source`].
+//! adapter that puts a source on the crate's internal source trait (stream
+//! connections keep their own, shorter path); `handle.rs` owns
+//! [`SourceHandle`], [`Loop::add_source`] and the crate's `add_source_with`.
 //!
 //! calloop's `EventSource` is the model; where its users hit walls, this one
 //! differs:
@@ -32,8 +32,9 @@
 //! `epoll_ctl`), so data left unread is reported at the next poll. A source
 //! that drains its descriptor each time asks for [`Mode::Edge`]: registered
 //! once, never re-armed, so [`PostAction::Continue`] costs no system call.
-//! The crate's own signals and child processes are such sources, on this
-//! same trait. Tests: tests/source_public.rs.
+//! The crate's own signals, child processes, listeners and UDP sockets are
+//! such sources, on this same trait. Tests: tests/source_public.rs,
+//! tests/net_fd_reuse.rs.
 
 mod handle;
 
@@ -207,15 +208,30 @@ mod sealed {
 
     pub trait Sealed {
         fn into_outcome(self) -> Outcome;
+        /// "Carry on" (`Some(false)`) or "again" (`Some(true)`), read
+        /// without a move: the common case, that needs no more work.
+        fn plain(&self) -> Option<bool>;
     }
 
     impl Sealed for PostAction {
         fn into_outcome(self) -> Outcome {
             Outcome::Now(self)
         }
+        #[inline(always)]
+        fn plain(&self) -> Option<bool> {
+            match self {
+                PostAction::Continue => Some(false),
+                PostAction::Again => Some(true),
+                _ => None,
+            }
+        }
     }
 
     impl<E: Into<Failure>> Sealed for Result<PostAction, E> {
+        #[inline(always)]
+        fn plain(&self) -> Option<bool> {
+            self.as_ref().ok().and_then(PostAction::plain)
+        }
         fn into_outcome(self) -> Outcome {
             match self {
                 Ok(a) => Outcome::Now(a),
@@ -225,6 +241,9 @@ mod sealed {
     }
 
     impl Sealed for Deferred<PostAction> {
+        fn plain(&self) -> Option<bool> {
+            None
+        }
         fn into_outcome(self) -> Outcome {
             Outcome::Later(self)
         }
@@ -432,14 +451,15 @@ impl<S: EventSource> Adapter<S> {
     }
 }
 
-impl<S: EventSource> reactor::Source for Adapter<S> {
-    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, ready: Ready) -> reactor::PostAction {
+impl<S: EventSource> Adapter<S> {
+    /// A dispatch the fast path does not take: the source is removed,
+    /// waiting, disabled or lent out, or news was kept for it.
+    #[cold]
+    #[inline(never)]
+    fn dispatch_slow(self: &Rc<Self>, lp: &Loop, readiness: Readiness) -> reactor::PostAction {
         let readiness = {
             let mut st = self.st.borrow_mut();
-            let mut readiness = Readiness::from_ready(ready);
-            if !st.stash.is_empty() {
-                readiness = std::mem::take(&mut st.stash).merge(readiness);
-            }
+            let readiness = std::mem::take(&mut st.stash).merge(readiness);
             // `running` here would need a turn inside `process`, which the
             // loop refuses (`Error::Running`): checked so as never to lend twice.
             if st.remove || st.waiting || !st.enabled || st.running {
@@ -449,22 +469,23 @@ impl<S: EventSource> reactor::Source for Adapter<S> {
             st.running = true;
             readiness
         };
+        self.run(lp, readiness)
+    }
+
+    /// Lends the source to `process` and applies what it returns.
+    #[inline(always)]
+    fn run(self: &Rc<Self>, lp: &Loop, readiness: Readiness) -> reactor::PostAction {
         let out = {
             // Busy only if a handle's `with` runs a turn: the news is kept
             // for when `with` returns.
             let Ok(mut src) = self.src.try_borrow_mut() else {
-                let mut st = self.st.borrow_mut();
-                st.running = false;
-                st.stash = readiness;
-                return reactor::PostAction::Continue;
+                return self.busy(readiness);
             };
             let Some(src) = src.as_mut() else {
                 self.st.borrow_mut().running = false;
                 return reactor::PostAction::Continue;
             };
-            catch_unwind(AssertUnwindSafe(|| {
-                src.process(lp, readiness).into_outcome()
-            }))
+            catch_unwind(AssertUnwindSafe(|| src.process(lp, readiness)))
         };
         let dirty = {
             let mut st = self.st.borrow_mut();
@@ -472,17 +493,38 @@ impl<S: EventSource> reactor::Source for Adapter<S> {
             std::mem::take(&mut st.dirty)
         };
         let polled = self.rearm && (readiness.readable || readiness.writable);
-        // The common case costs no more than a direct `Source`: nothing to
-        // re-arm (edge mode, or no readiness), nothing changed.
-        if let Ok(Outcome::Now(a @ (PostAction::Continue | PostAction::Again))) = &out {
-            if !dirty && !polled {
-                return if *a == PostAction::Again {
-                    reactor::PostAction::Again
-                } else {
-                    reactor::PostAction::Continue
-                };
+        // The common case returns here, with no system call and no move of
+        // the outcome: nothing to re-arm (edge mode, or no readiness),
+        // nothing changed, `Continue` or `Again`.
+        if !dirty && !polled {
+            if let Ok(ret) = &out {
+                match ret.plain() {
+                    Some(false) => return reactor::PostAction::Continue,
+                    Some(true) => return reactor::PostAction::Again,
+                    None => {}
+                }
             }
         }
+        self.finish(lp, out.map(Sealed::into_outcome), polled)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn busy(&self, readiness: Readiness) -> reactor::PostAction {
+        let mut st = self.st.borrow_mut();
+        st.running = false;
+        st.stash = readiness;
+        reactor::PostAction::Continue
+    }
+
+    /// What `process` returned, when it is more than "carry on".
+    #[inline(never)]
+    fn finish(
+        self: &Rc<Self>,
+        lp: &Loop,
+        out: Result<Outcome, Box<dyn std::any::Any + Send>>,
+        polled: bool,
+    ) -> reactor::PostAction {
         let mut again = false;
         match out {
             Err(payload) => {
@@ -506,6 +548,22 @@ impl<S: EventSource> reactor::Source for Adapter<S> {
         } else {
             reactor::PostAction::Continue
         }
+    }
+}
+
+impl<S: EventSource> reactor::Source for Adapter<S> {
+    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, ready: Ready) -> reactor::PostAction {
+        let readiness = Readiness::from_ready(ready);
+        {
+            let mut st = self.st.borrow_mut();
+            let plain = st.enabled & !(st.remove | st.waiting | st.running);
+            if !plain || !st.stash.is_empty() {
+                drop(st);
+                return self.dispatch_slow(lp, readiness);
+            }
+            st.running = true;
+        }
+        self.run(lp, readiness)
     }
 
     fn close(self: Rc<Self>, lp: &Loop) {

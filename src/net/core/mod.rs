@@ -15,7 +15,8 @@
 //! This file holds what every connection shares, stream or datagram: its
 //! phase, the one convention for calling a protocol (contained, reported, the
 //! connection closed with the panic), the read buffer, and `WeakConn`, the
-//! one weak handle under every transport.
+//! one weak handle under every transport; and `enter`, how a stream joins
+//! the loop.
 
 pub(super) mod buffer;
 pub(super) mod conn;
@@ -56,12 +57,12 @@ impl Phase {
     }
 }
 
-/// The one way a connection of either kind (a stream's `Conn`, a UDP
-/// socket's `Dgram`) enters the loop: `make` gets a fresh key and the
+/// How a stream connection (`Conn`) enters the loop (a UDP socket is an
+/// `EventSource`, `net/udp/socket.rs`): `make` gets a fresh key and the
 /// selector, registers its descriptor under the key and builds the source,
 /// returning the descriptor to claim (a second `add_reader` on it is then
 /// refused); the source goes in the registry. What follows differs by kind
-/// (`connection_made` at once, after a connect, or in the first dispatch).
+/// (`connection_made` at once, or after a connect).
 pub(crate) fn enter<C: Source + 'static>(
     lp: &Loop,
     at: &'static Location<'static>,

@@ -1,5 +1,13 @@
 //! Listening sockets (TCP and Unix): the accept loop and the [`Listener`]
-//! handle. Owns `ListenState`, `Listener`.
+//! handle. Owns `ListenSource`, `ListenShared`, `Listener`.
+//!
+//! A listener is an [`EventSource`] in [`Mode::Edge`], as signals and
+//! children are: `ListenSource` owns the socket and the factory, so the
+//! socket is closed only when the loop drops the source, after its
+//! descriptor left the selector (a listener stopped inside its own accept
+//! loop closes its socket when that dispatch returns; a descriptor number
+//! reused meanwhile is never deregistered under its new owner). The
+//! [`Listener`] handles hold the shared state weakly and ask for removal.
 //!
 //! Each dispatch accepts up to [`Limits::accept_batch`] connections (asyncio: 100),
 //! then yields to the rest of the turn. When accepting fails because the
@@ -7,18 +15,20 @@
 //! `ENOBUFS`, `ENOMEM`), the error goes to the exception handler and the
 //! listener stops accepting for [`Limits::accept_retry_delay`] (asyncio's 1 s), then
 //! tries again: no busy loop on a socket that stays readable, and no crash.
-//! Tests: tests/net_tcp_echo.rs, tests/net_accept_backoff.rs.
+//! Tests: tests/net_tcp_echo.rs, tests/net_accept_backoff.rs,
+//! tests/net_fd_reuse.rs.
 
 use crate::net::core::conn::Conn;
 use crate::net::core::io::{Tcp, Wire};
 use crate::net::open::drain::Tracker;
 use crate::net::{Limits, Protocol, SockAddr};
-use crate::reactor::{ExceptionContext, PostAction, Ready, Source, SourceKey, WeakLoop};
+use crate::reactor::{ExceptionContext, Ready, SourceKey, WeakLoop};
+use crate::source::{EventSource, Mode, PostAction, Readiness, WeakSource};
 use crate::{succeed, Deferred, Error, Failure, Handle, Loop};
 use std::cell::RefCell;
 use std::fmt;
 use std::io;
-use std::os::unix::io::{AsRawFd, RawFd};
+use std::os::unix::io::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe, Location};
 use std::rc::{Rc, Weak};
 use std::time::Duration;
@@ -102,10 +112,10 @@ impl ListenSock {
         }
     }
 
-    fn fd(&self) -> Option<RawFd> {
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
         match self {
-            ListenSock::Tcp(l) => Some(l.as_raw_fd()),
-            ListenSock::Unix { sock, .. } => Some(sock.as_raw_fd()),
+            ListenSock::Tcp(l) => Some(l.as_fd()),
+            ListenSock::Unix { sock, .. } => Some(sock.as_fd()),
             #[cfg(feature = "sim")]
             ListenSock::Sim(_) => None,
         }
@@ -113,8 +123,9 @@ impl ListenSock {
 }
 
 struct ListenState {
-    /// `None` once stopped.
-    sock: Option<ListenSock>,
+    /// `stop_listening` was called: accept no more (the socket closes when
+    /// the loop drops the source, at once or when its dispatch returns).
+    stopped: bool,
     ready: bool,
     /// Set while accepting is suspended after fd exhaustion.
     backoff: Option<Handle>,
@@ -129,18 +140,27 @@ struct ListenState {
     give: bool,
 }
 
-/// A listening socket, as a source.
+/// A listening socket, as the loop's source: owns the socket (closed when
+/// the loop drops it) and the factory.
 pub(crate) struct ListenSource {
+    sock: ListenSock,
+    sh: Rc<ListenShared>,
+    factory: Factory,
+    accept_hook: Option<AcceptHook>,
+}
+
+/// What a listener's source shares with its [`Listener`] handles (which
+/// hold it weakly: it goes with the source).
+pub(crate) struct ListenShared {
     pub(crate) lp: WeakLoop,
     key: SourceKey,
     at: &'static Location<'static>,
+    /// The socket's descriptor (none for a simulated one).
+    fd: Option<RawFd>,
     st: RefCell<ListenState>,
-    /// `None` while it is called.
-    factory: RefCell<Option<Factory>>,
     /// The connections it accepted that are still open (shared with the
     /// `Listener` handles, so a stopped listener can still drain them).
     conns: Rc<Tracker>,
-    accept_hook: Option<AcceptHook>,
 }
 
 /// Registers a bound listening socket.
@@ -152,20 +172,24 @@ pub(crate) fn listen(
     accept_hook: Option<AcceptHook>,
     at: &'static Location<'static>,
 ) -> Result<Listener, Error> {
-    let fd = sock.fd();
+    let fd = sock.fd().map(|f| f.as_raw_fd());
     if let Some(fd) = fd {
         set_backlog(fd, Limits::DEFAULT.backlog)?;
     }
-    let mut made = None;
     let conns = Rc::new(Tracker::default());
-    let key = lp.insert_source(at, |key, r| {
-        r.register(sock.source(), key.token(), mio::Interest::READABLE)?;
-        let src = Rc::new(ListenSource {
+    let mut shared = None;
+    let h = lp.add_source_with(at, |key, r| {
+        if fd.is_none() {
+            // A simulated socket: it wakes the source by its token.
+            r.register(sock.source(), key.token(), mio::Interest::READABLE)?;
+        }
+        let sh = Rc::new(ListenShared {
             lp: lp.downgrade(),
             key,
             at,
+            fd,
             st: RefCell::new(ListenState {
-                sock: Some(sock),
+                stopped: false,
                 ready: false,
                 backoff: None,
                 accepted: 0,
@@ -174,17 +198,20 @@ pub(crate) fn listen(
                 give: false,
             }),
             conns: conns.clone(),
-            factory: RefCell::new(Some(factory)),
-            accept_hook,
         });
-        made = Some(src.clone());
-        Ok(src as Rc<dyn Source>)
+        shared = Some(Rc::downgrade(&sh));
+        Ok(ListenSource {
+            sock,
+            sh,
+            factory,
+            accept_hook,
+        })
     })?;
-    if let Some(fd) = fd {
-        lp.claim_fd(fd, key);
-    }
+    let me = h.downgrade();
+    h.detach(); // dropping every `Listener` does not stop it
     Ok(Listener {
-        src: Rc::downgrade(&made.expect("built")),
+        src: shared.expect("built"),
+        me,
         local,
         conns,
     })
@@ -218,60 +245,55 @@ fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-impl Source for ListenSource {
+impl EventSource for ListenSource {
+    type Ret = PostAction;
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.sock.fd()
+    }
+
+    fn mode(&self) -> Mode {
+        Mode::Edge
+    }
+
     /// Accepts a batch and starts each connection.
-    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, ready: Ready) -> PostAction {
+    fn process(&mut self, lp: &Loop, r: Readiness) -> PostAction {
+        let sh = self.sh.clone();
         let go = {
-            let mut st = self.st.borrow_mut();
-            st.ready |= ready.contains(Ready::READABLE) || ready.contains(Ready::WOKEN);
-            st.ready && st.backoff.is_none() && st.sock.is_some() && !self.at_cap(&st)
+            let mut st = sh.st.borrow_mut();
+            st.ready |= r.readable || r.woken;
+            st.ready && st.backoff.is_none() && !st.stopped && !sh.at_cap(&st)
         };
-        let factory = if go {
-            self.factory.borrow_mut().take()
-        } else {
-            None
-        };
-        let Some(mut factory) = factory else {
+        if !go {
             return PostAction::Continue;
-        };
+        }
         let mut again = false;
-        let batch = self.st.borrow().limits.accept_batch.max(1);
+        let batch = sh.st.borrow().limits.accept_batch.max(1);
         for _ in 0..batch {
-            let r = {
-                let st = self.st.borrow();
-                if self.at_cap(&st) {
+            {
+                let st = sh.st.borrow();
+                if st.stopped || sh.at_cap(&st) {
                     break;
                 }
-                match &st.sock {
-                    Some(sock) => sock.accept(),
-                    None => break,
-                }
-            };
-            match r {
-                Ok((io, peer)) => self.accept_one(lp, io, &peer, &mut factory),
+            }
+            match self.sock.accept() {
+                Ok((io, peer)) => self.accept_one(lp, io, &peer),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.st.borrow_mut().ready = false;
+                    sh.st.borrow_mut().ready = false;
                     break;
                 }
                 Err(e) if is_transient(&e) => {}
                 Err(e) => {
-                    self.back_off(lp, e);
+                    sh.back_off(lp, e);
                     break;
                 }
             }
             again = true;
         }
-        // Put the factory back unless the listener stopped meanwhile (then
-        // drop it here, outside any borrow).
-        let st = self.st.borrow();
-        if st.sock.is_some() {
-            *self.factory.borrow_mut() = Some(factory);
-        } else {
-            drop(st);
-            drop(factory);
-            return PostAction::Continue;
-        }
-        if again && st.ready && st.backoff.is_none() && !self.at_cap(&st) {
+        let st = sh.st.borrow();
+        if st.stopped {
+            PostAction::Remove
+        } else if again && st.ready && st.backoff.is_none() && !sh.at_cap(&st) {
             PostAction::Again
         } else {
             PostAction::Continue
@@ -279,47 +301,33 @@ impl Source for ListenSource {
     }
 
     fn name(&self) -> &'static str {
-        match self.st.borrow().sock {
-            Some(ListenSock::Tcp(_)) => "tcp listener",
-            Some(ListenSock::Unix { .. }) => "unix listener",
+        match self.sock {
+            ListenSock::Tcp(_) => "tcp listener",
+            ListenSock::Unix { .. } => "unix listener",
             #[cfg(feature = "sim")]
-            Some(ListenSock::Sim(_)) => "sim listener",
-            None => "listener (stopped)",
+            ListenSock::Sim(_) => "sim listener",
         }
-    }
-
-    fn interest(&self) -> (bool, bool) {
-        (true, false)
     }
 }
 
 impl ListenSource {
-    fn at_cap(&self, st: &ListenState) -> bool {
-        st.max_connections
-            .is_some_and(|max| self.conns.len() >= max)
-    }
-
-    fn accept_one(
-        self: &Rc<Self>,
-        lp: &Loop,
-        io: Box<dyn Wire>,
-        peer: &SockAddr,
-        factory: &mut Factory,
-    ) {
-        self.st.borrow_mut().accepted += 1;
+    fn accept_one(&mut self, lp: &Loop, io: Box<dyn Wire>, peer: &SockAddr) {
+        let sh = &self.sh;
+        sh.st.borrow_mut().accepted += 1;
+        let factory = &mut self.factory;
         let proto = match catch_unwind(AssertUnwindSafe(|| factory(peer))) {
             Ok(p) => p,
             Err(payload) => {
-                let f = Failure::from_panic(payload, self.at);
-                return report(lp, "Exception in protocol factory", f, self.at);
+                let f = Failure::from_panic(payload, sh.at);
+                return report(lp, "Exception in protocol factory", f, sh.at);
             }
         };
-        match Conn::open(lp, io, proto, None, self.at) {
+        match Conn::open(lp, io, proto, None, sh.at) {
             Ok(conn) => {
                 // Count it until it is gone; below the cap again, accept again.
-                let slot = self.conns.insert(Rc::downgrade(&conn));
-                let weak = Rc::downgrade(self);
-                let tracker = Rc::downgrade(&self.conns);
+                let slot = sh.conns.insert(Rc::downgrade(&conn));
+                let weak = Rc::downgrade(sh);
+                let tracker = Rc::downgrade(&sh.conns);
                 conn.set_on_lost(Box::new(move || {
                     if let Some(t) = tracker.upgrade() {
                         t.remove(slot);
@@ -332,7 +340,7 @@ impl ListenSource {
                     }
                 }));
                 let give = {
-                    let st = self.st.borrow();
+                    let st = sh.st.borrow();
                     st.give.then(|| st.limits.clone())
                 };
                 if let Some(limits) = give {
@@ -348,9 +356,16 @@ impl ListenSource {
                 lp,
                 "registering an accepted connection failed",
                 Failure::new(e),
-                self.at,
+                sh.at,
             ),
         }
+    }
+}
+
+impl ListenShared {
+    fn at_cap(&self, st: &ListenState) -> bool {
+        st.max_connections
+            .is_some_and(|max| self.conns.len() >= max)
     }
 
     /// Accepting failed for a reason that is not about one connection: report
@@ -393,7 +408,8 @@ fn report(lp: &Loop, message: &str, failure: Failure, at: &'static Location<'sta
 /// does not cancel its call).
 #[derive(Clone)]
 pub struct Listener {
-    pub(crate) src: Weak<ListenSource>,
+    pub(crate) src: Weak<ListenShared>,
+    me: WeakSource<ListenSource>,
     local: SockAddr,
     pub(crate) conns: Rc<Tracker>,
 }
@@ -407,41 +423,38 @@ impl Listener {
     fn with<R>(&self, f: impl FnOnce(&mut ListenState) -> R) -> Option<R> {
         let src = self.src.upgrade()?;
         let mut st = src.st.borrow_mut();
-        st.sock.as_ref()?;
+        if st.stopped {
+            return None;
+        }
         Some(f(&mut st))
     }
 
     /// Stops accepting and closes the socket now (a Unix socket's path is
-    /// removed); connections already accepted are not touched. The returned
-    /// Deferred has fired by the time this returns. Idempotent.
+    /// removed) — or, called while the listener's own accept loop runs (from
+    /// its factory or an accepted connection's `connection_made`), when that
+    /// loop returns, after the connection being accepted; connections
+    /// already accepted are not touched. The returned Deferred has fired by
+    /// the time this returns. Idempotent.
     #[track_caller]
     pub fn stop_listening(&self) -> Deferred<()> {
         if let Some(src) = self.src.upgrade() {
-            let (sock, backoff) = {
+            let backoff = {
                 let mut st = src.st.borrow_mut();
-                (st.sock.take(), st.backoff.take())
+                st.stopped = true;
+                st.backoff.take()
             };
             if let Some(h) = backoff {
                 h.cancel();
             }
-            if let Some(mut sock) = sock {
-                if let Some(lp) = src.lp.upgrade() {
-                    lp.with_selector(|r| {
-                        let _ = r.deregister(sock.source());
-                    });
-                    let garbage = lp.remove_source(src.key);
-                    drop(garbage);
-                }
-                drop(sock);
-            }
+            self.me.remove();
         }
         succeed(())
     }
 
     /// The listening socket's file descriptor while it is open.
     pub fn raw_fd(&self) -> Option<RawFd> {
-        self.with(|st| st.sock.as_ref().and_then(ListenSock::fd))
-            .flatten()
+        let src = self.src.upgrade()?;
+        self.with(|_| src.fd).flatten()
     }
 
     /// Whether the listener is still accepting (or backing off).

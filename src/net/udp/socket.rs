@@ -1,25 +1,34 @@
 //! UDP: the datagram socket as a source, its dispatch, and the
-//! [`DatagramTransport`] handle. Owns `Dgram`, `DatagramTransport`.
+//! [`DatagramTransport`] handle. Owns `Dgram`, `DgramSource`, `DatagramTransport`.
 //!
-//! Like streams, a socket is registered once (read + write, edge-triggered).
+//! A socket is an [`EventSource`] in [`Mode::Edge`], as listeners, signals
+//! and children are: registered once (read + write). `Dgram` owns the socket
+//! and its state, reached weakly by every `DatagramTransport`; the loop's
+//! `DgramSource` holds the only strong reference, so the socket is closed
+//! only when the loop drops the source, after its descriptor left the
+//! selector: a closed socket stays open (unread) until `connection_lost` is
+//! delivered, and a descriptor number reused meanwhile is never
+//! deregistered under its new owner.
 //! A send is tried at once when nothing is queued; a datagram the socket
 //! refuses with `WouldBlock` is queued whole (one allocation) and the queue's
 //! byte count drives the same flow control as a stream's write buffer. Send and
 //! receive errors go to `error_received` (delivered by the loop, never from
 //! inside `send_to`); they do not close the socket. The phases, the contained
 //! protocol calls and `connection_lost` follow the same rules as streams
-//! (`net/core/mod.rs`). The handle is `transport.rs`. Tests: tests/net_udp.rs.
+//! (`net/core/mod.rs`). The handle is `transport.rs`. Tests: tests/net_udp.rs,
+//! tests/net_fd_reuse.rs.
 
 use crate::net::core::buffer::Flow;
 use crate::net::core::{self, Phase};
 use crate::net::{DatagramProtocol, DatagramTransport, Limits};
-use crate::reactor::{PostAction, Ready, Source, SourceKey, WeakLoop};
+use crate::reactor::{Ready, SourceKey, WeakLoop};
+use crate::source::{EventSource, Interest, Mode, PostAction, Readiness};
 use crate::{Error, Failure, Loop};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::os::unix::io::AsRawFd;
+use std::os::unix::io::BorrowedFd;
 use std::panic::Location;
 use std::rc::Rc;
 
@@ -30,8 +39,18 @@ pub(crate) type UdpSock = mio::net::UdpSocket;
 #[cfg(feature = "sim")]
 pub(crate) use crate::sim::udp::UdpSock;
 
+/// The socket's descriptor; none for a simulated one.
+#[cfg(not(feature = "sim"))]
+fn fd_of(sock: &UdpSock) -> Option<BorrowedFd<'_>> {
+    Some(std::os::unix::io::AsFd::as_fd(sock))
+}
+#[cfg(feature = "sim")]
+fn fd_of(sock: &UdpSock) -> Option<BorrowedFd<'_>> {
+    sock.fd()
+}
+
 pub(crate) struct DgramState {
-    pub(crate) sock: Option<UdpSock>,
+    /// The socket is used only while this is open or closing.
     pub(crate) phase: Phase,
     /// Datagrams the socket refused for now, with their destination
     /// (`None`: the connected peer).
@@ -70,9 +89,8 @@ pub(crate) enum Admit {
 
 impl DgramState {
     /// A new socket's state: open, nothing queued, `connection_made` owed.
-    fn new(sock: Option<UdpSock>) -> DgramState {
+    fn new() -> DgramState {
         DgramState {
-            sock,
             phase: Phase::Open,
             queue: VecDeque::new(),
             queued_bytes: 0,
@@ -128,14 +146,23 @@ impl DgramState {
     }
 }
 
-/// A UDP socket, as a source.
+/// A UDP socket and its state, as its transports reach it (weakly).
 pub(crate) struct Dgram {
     pub(crate) lp: WeakLoop,
     pub(crate) key: SourceKey,
     pub(crate) at: &'static Location<'static>,
+    /// Used only while the phase is open; closed when the `Dgram` drops.
+    pub(crate) sock: UdpSock,
     pub(crate) st: RefCell<DgramState>,
-    pub(crate) proto: RefCell<Option<Box<dyn DatagramProtocol>>>,
     pub(crate) dispatching: Cell<bool>,
+}
+
+/// A UDP socket, as the loop's source: the only strong owner of its
+/// `Dgram`, and the owner of its protocol.
+pub(crate) struct DgramSource {
+    d: Rc<Dgram>,
+    /// `None` while it is called.
+    proto: Option<Box<dyn DatagramProtocol>>,
 }
 
 /// Registers a bound (and maybe connected) UDP socket; `connection_made`
@@ -146,25 +173,30 @@ pub(crate) fn open(
     proto: Box<dyn DatagramProtocol>,
     at: &'static Location<'static>,
 ) -> Result<DatagramTransport, Error> {
-    let fd = sock.as_raw_fd();
-    let d = core::enter(lp, at, |key, r| {
-        r.register(
-            &mut sock,
-            key.token(),
-            mio::Interest::READABLE | mio::Interest::WRITABLE,
-        )?;
-        let d = Dgram {
+    let mut made = None;
+    let h = lp.add_source_with(at, |key, r| {
+        if fd_of(&sock).is_none() {
+            // A simulated socket: it wakes the source by its token.
+            let both = mio::Interest::READABLE | mio::Interest::WRITABLE;
+            r.register(&mut sock, key.token(), both)?;
+        }
+        let d = Rc::new(Dgram {
             lp: lp.downgrade(),
             key,
             at,
-            st: RefCell::new(DgramState::new(Some(sock))),
-            proto: RefCell::new(Some(proto)),
+            sock,
+            st: RefCell::new(DgramState::new()),
             dispatching: Cell::new(false),
-        };
-        Ok((d, (fd >= 0).then_some(fd))) // a simulated socket has none
+        });
+        made = Some(DatagramTransport::new(&d));
+        Ok(DgramSource {
+            d,
+            proto: Some(proto),
+        })
     })?;
-    lp.wake_source(d.key, Ready::EMPTY);
-    Ok(DatagramTransport::new(&d))
+    h.wake();
+    h.detach(); // it stays until `connection_lost` is delivered
+    Ok(made.expect("built"))
 }
 
 pub(crate) fn send_one(sock: &UdpSock, data: &[u8], to: Option<SocketAddr>) -> io::Result<usize> {
@@ -195,14 +227,6 @@ impl Dgram {
         st.queue = VecDeque::new();
         st.queued_bytes = 0;
         st.flow.recheck(0);
-        if let Some(mut sock) = st.sock.take() {
-            lp.with_selector(|r| {
-                let _ = r.deregister(&mut sock);
-            });
-            if sock.as_raw_fd() >= 0 {
-                lp.release_fd(sock.as_raw_fd(), self.key);
-            }
-        }
         self.wake(lp);
     }
 
@@ -227,12 +251,11 @@ impl Dgram {
     fn flush(&self, lp: &Loop) {
         let mut st = self.st.borrow_mut();
         let st = &mut *st;
-        if !st.write_ready {
+        if !st.write_ready || !st.phase.is_open() {
             return;
         }
-        let Some(sock) = st.sock.as_ref() else { return };
         while let Some((data, to)) = st.queue.front() {
-            match send_one(sock, data, *to) {
+            match send_one(&self.sock, data, *to) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     st.write_ready = false;
                     break;
@@ -261,6 +284,12 @@ impl Dgram {
         t: &DatagramTransport,
         proto: &mut Box<dyn DatagramProtocol>,
     ) -> bool {
+        {
+            let st = self.st.borrow();
+            if st.errors.is_empty() && !st.flow.has_note() {
+                return true; // the common case: nothing to tell
+            }
+        }
         loop {
             let (error, note) = {
                 let mut st = self.st.borrow_mut();
@@ -290,6 +319,12 @@ impl Dgram {
         t: &DatagramTransport,
         proto: &mut Box<dyn DatagramProtocol>,
     ) -> bool {
+        {
+            let st = self.st.borrow();
+            if !matches!(st.phase, Phase::Open) || !st.read_ready {
+                return false; // nothing to read: the buffer is not taken
+            }
+        }
         let mut buf = core::take_read_buf();
         let (mut budget, per_dispatch) = {
             let st = self.st.borrow();
@@ -303,8 +338,7 @@ impl Dgram {
                     spent = false;
                     break;
                 }
-                let sock = st.sock.as_ref().expect("an open socket");
-                match sock.recv_from(&mut buf) {
+                match self.sock.recv_from(&mut buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         st.read_ready = false;
                         spent = false;
@@ -345,37 +379,57 @@ impl Dgram {
     }
 }
 
-impl Source for Dgram {
-    fn dispatch(self: Rc<Self>, lp: &Loop, _: SourceKey, ready: Ready) -> PostAction {
+impl EventSource for DgramSource {
+    type Ret = PostAction;
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        fd_of(&self.d.sock)
+    }
+
+    fn interest(&self) -> Interest {
+        Interest::BOTH
+    }
+
+    fn mode(&self) -> Mode {
+        Mode::Edge
+    }
+
+    fn process(&mut self, lp: &Loop, r: Readiness) -> PostAction {
+        let d = &self.d;
         let greet = {
-            let mut st = self.st.borrow_mut();
-            st.read_ready |= ready.contains(Ready::READABLE);
-            st.write_ready |= ready.contains(Ready::WRITABLE);
+            let mut st = d.st.borrow_mut();
+            st.read_ready |= r.readable;
+            st.write_ready |= r.writable;
+            if !st.wants_dispatch() {
+                // Writable with nothing queued, say: nothing to do, no
+                // protocol call.
+                return PostAction::Continue;
+            }
             std::mem::take(&mut st.greet)
         };
-        let Some(mut proto) = self.proto.borrow_mut().take() else {
+        let Some(mut proto) = self.proto.take() else {
             return PostAction::Continue;
         };
-        self.dispatching.set(true);
-        let t = DatagramTransport::new(&self);
+        d.dispatching.set(true);
+        let t = DatagramTransport::new(d);
         let mut again = false;
-        if !greet || self.call(lp, &mut proto, |p| p.connection_made(&t)) {
-            self.flush(lp);
-            if self.tell(lp, &t, &mut proto) {
-                again = self.read(lp, &t, &mut proto);
-                self.tell(lp, &t, &mut proto);
+        if !greet || d.call(lp, &mut proto, |p| p.connection_made(&t)) {
+            d.flush(lp);
+            if d.tell(lp, &t, &mut proto) {
+                again = d.read(lp, &t, &mut proto);
+                d.tell(lp, &t, &mut proto);
             }
         }
-        self.dispatching.set(false);
+        d.dispatching.set(false);
         let reason = {
-            let mut st = self.st.borrow_mut();
+            let mut st = d.st.borrow_mut();
             match std::mem::replace(&mut st.phase, Phase::Lost) {
                 Phase::Closed(reason) => reason,
                 phase => {
                     st.phase = phase;
                     let wants = st.wants_dispatch();
                     drop(st);
-                    *self.proto.borrow_mut() = Some(proto);
+                    self.proto = Some(proto);
                     return if again || wants {
                         PostAction::Again
                     } else {
@@ -384,16 +438,16 @@ impl Source for Dgram {
                 }
             }
         };
-        self.lost(lp, &t, &mut proto, reason);
-        let garbage = lp.remove_source(self.key);
-        drop((garbage, proto));
-        PostAction::Continue
+        d.lost(lp, &t, &mut proto, reason);
+        // Dropped with the source, once it is out of the selector.
+        self.proto = Some(proto);
+        PostAction::Remove
     }
 
-    fn close(self: Rc<Self>, lp: &Loop) {
+    fn loop_closed(&mut self, lp: &Loop) {
+        let d = &self.d;
         let (reason, greet) = {
-            let mut st = self.st.borrow_mut();
-            st.sock = None;
+            let mut st = d.st.borrow_mut();
             let reason = match std::mem::replace(&mut st.phase, Phase::Lost) {
                 Phase::Lost => return,
                 Phase::Closed(reason) => reason,
@@ -401,15 +455,15 @@ impl Source for Dgram {
             };
             (reason, std::mem::take(&mut st.greet))
         };
-        let Some(mut proto) = self.proto.borrow_mut().take() else {
+        let Some(mut proto) = self.proto.take() else {
             return;
         };
-        let t = DatagramTransport::new(&self);
+        let t = DatagramTransport::new(d);
         if greet {
             let message = "Exception in datagram protocol callback";
-            let _ = core::contain(lp, self.at, message, || proto.connection_made(&t));
+            let _ = core::contain(lp, d.at, message, || proto.connection_made(&t));
         }
-        self.lost(lp, &t, &mut proto, reason);
+        d.lost(lp, &t, &mut proto, reason);
     }
 
     fn name(&self) -> &'static str {
@@ -426,7 +480,7 @@ mod tests {
     /// the first drop of a burst is told.
     #[test]
     fn the_send_queue_counts_every_datagram_and_drops_over_its_cap() {
-        let mut st = DgramState::new(None);
+        let mut st = DgramState::new();
         let cap = 10 * DATAGRAM_OVERHEAD;
         for _ in 0..10 {
             assert_eq!(st.admit(0, cap), Admit::Queue);

@@ -96,9 +96,8 @@ impl DatagramTransport {
             }
             return;
         }
-        let sock = st.sock.as_ref().expect("an open socket");
         if st.queue.is_empty() {
-            match send_one(sock, data, to) {
+            match send_one(&d.sock, data, to) {
                 Ok(_) => return,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => st.write_ready = false,
                 Err(e) => {
@@ -122,7 +121,8 @@ impl DatagramTransport {
     }
 
     /// Closes the socket once the queue is flushed; `connection_lost(None)`
-    /// follows. Idempotent.
+    /// follows (its descriptor is released when that has been delivered).
+    /// Idempotent.
     pub fn close(&self) {
         let Some((d, lp)) = self.conn.live() else {
             return;
@@ -221,10 +221,7 @@ impl DatagramTransport {
     /// # Errors
     /// `ErrorKind::NotConnected` once closed; else the OS error.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.conn
-            .with(|d| d.sock.as_ref().map(UdpSock::local_addr))
-            .flatten()
-            .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))
+        self.open_sock(UdpSock::local_addr)
     }
 
     /// The connected peer's address.
@@ -232,10 +229,15 @@ impl DatagramTransport {
     /// # Errors
     /// `ErrorKind::NotConnected` if the socket is not connected or closed.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.conn
-            .with(|d| d.sock.as_ref().map(UdpSock::peer_addr))
-            .flatten()
-            .unwrap_or_else(|| Err(io::ErrorKind::NotConnected.into()))
+        self.open_sock(UdpSock::peer_addr)
+    }
+
+    /// `f` of the socket while it is open (or closing), else `NotConnected`.
+    fn open_sock<R>(&self, f: impl FnOnce(&UdpSock) -> io::Result<R>) -> io::Result<R> {
+        match self.conn.upgrade() {
+            Some(d) if d.st.borrow().phase.is_open() => f(&d.sock),
+            _ => Err(io::ErrorKind::NotConnected.into()),
+        }
     }
 }
 
