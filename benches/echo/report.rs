@@ -4,7 +4,37 @@
 use crate::common::{self, svg, Better};
 use crate::contenders::*;
 use crate::rr;
-use crate::run::*;
+use std::time::Duration;
+
+/// What one sample of one server measured.
+pub(crate) struct Sample {
+    /// The round it was taken in: ratios pair samples of the same round.
+    pub(crate) round: usize,
+    pub(crate) rps: f64,
+    pub(crate) p50: f64,
+    pub(crate) p99: f64,
+    /// Server CPU (user + sys) per request, µs.
+    pub(crate) cpu_us: f64,
+    /// Share of one core the server used.
+    pub(crate) cpu_use: f64,
+    pub(crate) allocs: Option<f64>,
+    /// Times the server's loop slept (blocked in its poll), per request.
+    pub(crate) sleeps: f64,
+}
+
+/// How a run samples: rounds, and how long each sample measures and warms up.
+pub(crate) struct Plan {
+    pub(crate) rounds: usize,
+    pub(crate) measure: Duration,
+    pub(crate) py_rounds: usize,
+    pub(crate) py_measure: Duration,
+    pub(crate) warmup: Duration,
+}
+
+/// A message size as the tables name it ("1 KiB").
+pub(crate) fn kib(size: usize) -> String {
+    format!("{} KiB", size / 1024)
+}
 
 pub(crate) fn print_method(
     plan: &Plan,
@@ -88,8 +118,8 @@ pub(crate) fn paired_target(
 }
 
 /// The table, the targets and the style comparison for one message size.
-pub(crate) fn report_size(servers: &[Server], size: usize, conns: usize, per: &[Vec<Sample>]) {
-    let find = |label: &str| servers.iter().position(|s| s.label == label);
+pub(crate) fn report_size(labels: &[&str], size: usize, conns: usize, per: &[Vec<Sample>]) {
+    let find = |label: &str| labels.iter().position(|l| *l == label);
     let stats = |i: usize, f: &dyn Fn(&Sample) -> f64| -> Option<(f64, f64, f64)> {
         let mut v: Vec<f64> = per[i].iter().map(f).filter(|x| x.is_finite()).collect();
         (!v.is_empty()).then(|| common::summary(&mut v))
@@ -123,9 +153,9 @@ pub(crate) fn report_size(servers: &[Server], size: usize, conns: usize, per: &[
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let section_rps = format!("echo {}: requests/s", kib(size));
     let section_cpu = format!("echo {}: server CPU per request", kib(size));
-    for (i, s) in servers.iter().enumerate() {
+    for (i, &label) in labels.iter().enumerate() {
         let Some((r, rlo, rhi)) = stats(i, &|s| s.rps) else {
-            println!("| {} | failed | | | | | | | | | | |", s.label);
+            println!("| {} | failed | | | | | | | | | | |", label);
             continue;
         };
         let (c, clo, chi) = stats(i, &|s| s.cpu_us).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
@@ -137,7 +167,7 @@ pub(crate) fn report_size(servers: &[Server], size: usize, conns: usize, per: &[
         };
         println!(
             "| {} | {:.0} | {:.0}–{:.0} | {} | {:.3} | {:.3} | {:.2} | {:.2}–{:.2} | {} | {:.0} % | {:.2} | {allocs} |",
-            s.label,
+            label,
             r,
             rlo,
             rhi,
@@ -151,8 +181,8 @@ pub(crate) fn report_size(servers: &[Server], size: usize, conns: usize, per: &[
             median(&|s| s.cpu_use) * 100.0,
             median(&|s| s.sleeps)
         );
-        common::record_value(&section_rps, s.label, "req/s", Better::Higher, r, rlo, rhi);
-        common::record_value(&section_cpu, s.label, "µs/req", Better::Lower, c, clo, chi);
+        common::record_value(&section_rps, label, "req/s", Better::Higher, r, rlo, rhi);
+        common::record_value(&section_cpu, label, "µs/req", Better::Lower, c, clo, chi);
     }
 
     let what = format!("echo {}: requests/s at least tokio's", kib(size));
@@ -224,8 +254,8 @@ pub(crate) fn report_size(servers: &[Server], size: usize, conns: usize, per: &[
 
 /// The request/response table and its target: the `Stream` server's CPU per
 /// request beside the raw protocol's.
-pub(crate) fn report_rr(servers: &[Server], conns: usize, per: &[Vec<Sample>]) {
-    let find = |label: &str| servers.iter().position(|s| s.label == label);
+pub(crate) fn report_rr(labels: &[&str], conns: usize, per: &[Vec<Sample>]) {
+    let find = |label: &str| labels.iter().position(|l| *l == label);
     let stats = |i: usize, f: &dyn Fn(&Sample) -> f64| -> Option<(f64, f64, f64)> {
         let mut v: Vec<f64> = per[i].iter().map(f).filter(|x| x.is_finite()).collect();
         (!v.is_empty()).then(|| common::summary(&mut v))
@@ -257,9 +287,9 @@ pub(crate) fn report_rr(servers: &[Server], conns: usize, per: &[Vec<Sample>]) {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let raw = find(RR_RAW);
-    for (i, s) in servers.iter().enumerate() {
+    for (i, &label) in labels.iter().enumerate() {
         let Some((r, rlo, rhi)) = stats(i, &|s| s.rps) else {
-            println!("| {} | failed | | | | | | | | |", s.label);
+            println!("| {} | failed | | | | | | | | |", label);
             continue;
         };
         let (c, clo, chi) = stats(i, &|s| s.cpu_us).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
@@ -269,7 +299,7 @@ pub(crate) fn report_rr(servers: &[Server], conns: usize, per: &[Vec<Sample>]) {
             .map_or("n/a".into(), |x| format!("{:.2}×", x.0));
         println!(
             "| {} | {r:.0} | {rlo:.0}–{rhi:.0} | {:.3} | {:.3} | {c:.2} | {clo:.2}–{chi:.2} | {vs} | {:.0} % | {:.3} |",
-            s.label,
+            label,
             median(&|s| s.p50),
             median(&|s| s.p99),
             median(&|s| s.cpu_use) * 100.0,
@@ -277,7 +307,7 @@ pub(crate) fn report_rr(servers: &[Server], conns: usize, per: &[Vec<Sample>]) {
         );
         common::record_value(
             "request/response: server CPU per request",
-            s.label,
+            label,
             "µs/req",
             Better::Lower,
             c,

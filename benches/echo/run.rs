@@ -185,21 +185,6 @@ pub fn load(args: &[String]) {
 
 // ---- one sample ------------------------------------------------------------
 
-pub(crate) struct Sample {
-    /// The round it was taken in: ratios pair samples of the same round.
-    pub(crate) round: usize,
-    pub(crate) rps: f64,
-    pub(crate) p50: f64,
-    pub(crate) p99: f64,
-    /// Server CPU (user + sys) per request, µs.
-    pub(crate) cpu_us: f64,
-    /// Share of one core the server used.
-    pub(crate) cpu_use: f64,
-    pub(crate) allocs: Option<f64>,
-    /// Times the server's loop slept (blocked in its poll), per request.
-    pub(crate) sleeps: f64,
-}
-
 pub(crate) fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
     let snap = || (s.cpu_seconds(), s.sleeps(), s.allocs());
     let before = RefCell::new(None);
@@ -239,14 +224,6 @@ pub(crate) fn sample(s: &Server, load: &Load) -> Result<Sample, String> {
 
 // ---- the full run ----------------------------------------------------------
 
-pub(crate) struct Plan {
-    pub(crate) rounds: usize,
-    pub(crate) measure: Duration,
-    pub(crate) py_rounds: usize,
-    pub(crate) py_measure: Duration,
-    pub(crate) warmup: Duration,
-}
-
 /// `ECHO_ONLY=deferloop,mio,…`: only these servers (by `echo server NAME`),
 /// for a quick look at a few; the report runs them all.
 pub(crate) fn wanted(c: &Contender) -> bool {
@@ -273,10 +250,6 @@ pub(crate) fn env_f64(name: &str, default: f64) -> f64 {
 pub(crate) fn arg_after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
     let i = args.iter().position(|a| a == flag)?;
     args.get(i + 1).map(String::as_str)
-}
-
-pub(crate) fn kib(size: usize) -> String {
-    format!("{} KiB", size / 1024)
 }
 
 /// What server `s` is measured on, for progress lines and notes.
@@ -359,9 +332,9 @@ pub fn full(args: &[String]) {
         println!("- {n}");
     }
     for (per, &size) in results.iter().zip(&sizes) {
-        report_size(&servers, size, CONNECTIONS, per);
+        report_size(&labels(&servers), size, CONNECTIONS, per);
     }
-    report_rr(&rr_servers, CONNECTIONS, &rr);
+    report_rr(&labels(&rr_servers), CONNECTIONS, &rr);
     println!(
         "\nThe echo comparison took {:.0} s.",
         started.elapsed().as_secs_f64()
@@ -573,7 +546,7 @@ pub fn smoke() {
         let per: Vec<Vec<Sample>> = servers.iter().map(|s| smoke_sample(s, size)).collect();
         // The report's code on the smoke's tiny samples: its figures mean nothing.
         println!("echo smoke: the report at {size} B, from 0.1 s samples (not figures)");
-        report_size(&servers, size, 2, &per);
+        report_size(&labels(&servers), size, 2, &per);
     }
     let rr_servers: Vec<Server> = RR_CONTENDERS
         .into_iter()
@@ -587,6 +560,11 @@ pub fn smoke() {
         .map(|s| smoke_sample(s, rr::REPLY))
         .collect();
     println!("echo smoke: the request/response report, from 0.1 s samples (not figures)");
-    report_rr(&rr_servers, 2, &per);
+    report_rr(&labels(&rr_servers), 2, &per);
     println!("echo smoke: ok");
+}
+
+/// The servers' labels, in order: what the report names them by.
+fn labels(servers: &[Server]) -> Vec<&'static str> {
+    servers.iter().map(|s| s.label).collect()
 }
