@@ -90,6 +90,10 @@ echo "bench_report: loop steps in instructions (callgrind)" >&2
 scripts/loop_instructions.sh >"$work/steps.md"
 echo "bench_report: ps's registry off and on in instructions (callgrind)" >&2
 scripts/ps_cost.sh >"$work/ps_cost.md"
+echo "bench_report: the 10-step chain, cross-thread calls and sources in instructions (callgrind)" >&2
+scripts/chain_profile.sh >"$work/chain.md"
+scripts/threadsafe_instructions.sh >"$work/threadsafe_instructions.md"
+scripts/source_instructions.sh >"$work/sources.md"
 echo "bench_report: costs as the work grows" >&2
 "${prio[@]}" cargo bench --bench scale 2>/dev/null >"$work/scale.md"
 scripts/scale_instructions.sh >"$work/scale_instructions.md"
@@ -173,5 +177,17 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "## ps's registry off and on, in instructions: scripts/ps_cost.sh"
   echo
   cat "$work/ps_cost.md"
+  echo
+  echo "## The 10-step chain in instructions: scripts/chain_profile.sh"
+  echo
+  cat "$work/chain.md"
+  echo
+  echo "## Cross-thread calls in instructions: scripts/threadsafe_instructions.sh"
+  echo
+  cat "$work/threadsafe_instructions.md"
+  echo
+  echo "## Sources in instructions: scripts/source_instructions.sh"
+  echo
+  cat "$work/sources.md"
 } >BENCHMARKS.md
 echo "bench_report: wrote BENCHMARKS.md and benchmarks.svg in $((end - start)) s" >&2
