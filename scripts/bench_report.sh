@@ -5,7 +5,9 @@
 # hand-written mio server, and the Python peers when they install), then many
 # idle connections beside tokio, and the cost per item as n grows (scale).
 # About thirty minutes on 2 cores once built. Never edit the figures by hand:
-# notes (causes, not numbers) go in scripts/bench_notes.md.
+# notes (causes, not numbers) go in scripts/bench_notes.md; before-and-after
+# comparisons one run cannot repeat, copied from the programs' output at the
+# commits they name, in scripts/bench_history.md (appended at the end).
 #
 # ECHO_SECONDS, ECHO_ROUNDS, ECHO_PY_SECONDS, ECHO_PY_ROUNDS shorten the echo
 # run while developing (defaults 3, 7, 3, 3), as IDLE_ROUNDS (default 7) does the
@@ -189,5 +191,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "## Sources in instructions: scripts/source_instructions.sh"
   echo
   cat "$work/sources.md"
+  echo
+  cat scripts/bench_history.md
 } >BENCHMARKS.md
 echo "bench_report: wrote BENCHMARKS.md and benchmarks.svg in $((end - start)) s" >&2
