@@ -5,7 +5,7 @@
 //! (A B A B …), each cell the median of its rounds with the range below it.
 
 use crate::common::{full_run, record_value, target_at_most, Better};
-use crate::{cpu_ns, heap_in_use, rounds, rss};
+use crate::{cpu_ns, heap_in_use, median, rounds, rss};
 use deferloop::net::{Protocol, Transport};
 use deferloop::{EventLoop, Failure, Loop};
 use std::cell::{Cell, RefCell};
@@ -78,25 +78,41 @@ pub fn tcp(ev: &EventLoop, rt: &tokio::runtime::Runtime, limit: u64) {
     table("tokio", &ns, &theirs);
 }
 
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
 /// Prints one contender's table (medians, then ranges), records every cell,
 /// and prints each per-connection cost's growth from the smallest n to the
 /// largest (the largest median over the smallest) as a target.
 fn table(who: &str, ns: &[u64], samples: &[Vec<Sample>]) {
-    type Column = (&'static str, &'static str, fn(&Sample) -> Vec<f64>);
+    /// Which samples a column reads, and whether it is a per-connection
+    /// cost that should stay flat as n grows.
+    #[derive(PartialEq)]
+    enum Kind {
+        Cost,
+        /// Only the first round's (later rounds reuse what it freed).
+        FirstRound,
+        /// A latency, not a cost per connection.
+        Latency,
+    }
+    type Column = (&'static str, &'static str, Kind, fn(&Sample) -> Vec<f64>);
     let columns: [Column; 6] = [
-        ("TCP accept", "CPU ns/conn", |s| s.accept.to_vec()),
-        ("TCP idle heap", "bytes/conn", |s| vec![s.heap]),
-        ("TCP idle RSS", "bytes/conn", |s| vec![s.rss]),
-        ("TCP peer close", "CPU ns/conn", |s| vec![s.close]),
-        ("TCP longest turn in the peers' close", "µs", |s| {
-            vec![s.longest_us]
+        ("TCP accept", "CPU ns/conn", Kind::Cost, |s| {
+            s.accept.to_vec()
         }),
-        ("TCP abort all", "CPU ns/conn", |s| vec![s.abort]),
+        ("TCP idle heap", "bytes/conn", Kind::Cost, |s| vec![s.heap]),
+        ("TCP idle RSS", "bytes/conn", Kind::FirstRound, |s| {
+            vec![s.rss]
+        }),
+        ("TCP peer close", "CPU ns/conn", Kind::Cost, |s| {
+            vec![s.close]
+        }),
+        (
+            "TCP longest turn in the peers' close",
+            "µs",
+            Kind::Latency,
+            |s| vec![s.longest_us],
+        ),
+        ("TCP abort all", "CPU ns/conn", Kind::Cost, |s| {
+            vec![s.abort]
+        }),
     ];
     println!(
         "CPU time of the process (both ends' threads) per connection, and the wall-clock longest turn;\nmedian of {} rounds per n (accept: of the three parts of each round); the range under it.\n",
@@ -108,13 +124,13 @@ fn table(who: &str, ns: &[u64], samples: &[Vec<Sample>]) {
     for (j, &n) in ns.iter().enumerate() {
         let mut cells = Vec::new();
         let mut ranges = Vec::new();
-        for (c, (section, unit, get)) in columns.iter().enumerate() {
-            let values: Vec<f64> = if *section == "TCP idle RSS" {
+        for (c, (section, unit, kind, get)) in columns.iter().enumerate() {
+            let mut values: Vec<f64> = if *kind == Kind::FirstRound {
                 get(&samples[j][0])
             } else {
                 samples[j].iter().flat_map(get).collect()
             };
-            let (m, lo, hi) = median(values);
+            let (m, lo, hi) = median(&mut values);
             record_value(section, who, unit, Better::Lower, m, lo, hi);
             cells.push(format!("{m:.0}"));
             ranges.push(format!("{lo:.0}–{hi:.0}"));
@@ -124,12 +140,9 @@ fn table(who: &str, ns: &[u64], samples: &[Vec<Sample>]) {
         println!("| (range) | {} |", ranges.join(" | "));
     }
     println!();
-    for (c, (section, _, _)) in columns.iter().enumerate() {
-        if matches!(
-            *section,
-            "TCP idle RSS" | "TCP longest turn in the peers' close"
-        ) {
-            continue; // not a per-connection cost
+    for (c, (section, _, kind, _)) in columns.iter().enumerate() {
+        if *kind != Kind::Cost {
+            continue;
         }
         let m = &medians[c];
         let max = m.iter().cloned().fold(f64::MIN, f64::max);
