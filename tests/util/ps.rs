@@ -14,12 +14,13 @@ pub fn manual() -> (EventLoop, ManualClock) {
     (ev, clock)
 }
 
-/// The single pending entry created at `line` of `file` (a test's `file!()`).
+/// The single pending entry created at `line` of `file` (the test's `file!()`,
+/// which is what `Location::file` says of it).
 pub fn at_line<'r>(r: &'r Report, file: &str, line: u32) -> &'r PendingDeferred {
     let found: Vec<_> = r
         .deferreds
         .iter()
-        .filter(|p| file.ends_with(p.created_at.file()) || p.created_at.file().ends_with(file))
+        .filter(|p| p.created_at.file() == file)
         .filter(|p| p.created_at.line() == line)
         .collect();
     assert_eq!(found.len(), 1, "one entry made at {file}:{line}: {r:#?}");
