@@ -77,6 +77,31 @@ fn cancelling_the_head_answers_a_zero_byte_read_behind_it() {
 }
 
 #[test]
+fn a_head_whose_cancel_asks_for_a_read_still_answers_a_zero_byte_read_behind_it() {
+    // The stall `fuzz/seeds/stream_reads/crash-2285b7bc…` found: the
+    // cancelled head's own callback asks for another read, which drops the
+    // cancelled head before the stream hears of the cancel; the read of 0
+    // bytes left at the front must still be answered, with no input.
+    let (ev, s, _peer) = open();
+    let next = Rc::new(RefCell::new(None));
+    let line = {
+        let (s, next) = (s.clone(), next.clone());
+        s.clone().read_line().add_both(move |r| {
+            assert!(r.unwrap_err().check::<Cancelled>());
+            *next.borrow_mut() = Some(s.read_until(b"a"));
+            Ok::<(), Failure>(())
+        })
+    };
+    let none = s.read_exactly(0);
+    turns(&ev);
+    assert!(!none.is_called());
+    line.cancel();
+    assert!(next.borrow().is_some(), "the head's callback ran");
+    assert_eq!(fired(&ev, none).unwrap(), b"");
+    assert!(!next.borrow().as_ref().unwrap().is_called());
+}
+
+#[test]
 fn cancelling_the_head_after_the_end_of_file_answers_the_rest() {
     let (ev, s, peer) = open();
     let big = s.read_exactly(10);

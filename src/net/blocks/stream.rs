@@ -314,7 +314,7 @@ impl Stream {
         assert!(limit > 0, "a read limit of 0 would never read");
         self.shared.borrow_mut().limit = limit;
         // A read waiting for its delimiter may be over the new limit now.
-        self.schedule(false);
+        self.schedule();
         self.update_reading();
     }
 
@@ -393,23 +393,24 @@ impl Stream {
                 break;
             }
         }
-        // A read of 0 bytes needs no input: it must not wait for some.
-        let needs_none = matches!(want, Want::Exactly(0));
         self.shared
             .borrow_mut()
             .pending
             .push_back(Request { want, done });
-        self.schedule(needs_none);
+        self.schedule();
         self.update_reading();
     }
 
     /// Answers what can be answered from the loop, soon (never inside the
-    /// caller's call), if there is input to answer from or `anyway`.
-    fn schedule(&self, anyway: bool) {
+    /// caller's call), if there is input to answer from or the head of the
+    /// queue needs none (a read of 0 bytes, a cancelled read). The head is
+    /// looked at, not the read just asked for: popping a cancelled head can
+    /// leave a read of 0 bytes at the front that was queued behind it.
+    fn schedule(&self) {
         let mut st = self.shared.borrow_mut();
         let idle = !st.delivering && !st.scheduled;
         let has_input = st.available() > 0 || st.eof || st.lost.is_some();
-        if idle && !st.pending.is_empty() && (has_input || anyway) {
+        if idle && !st.pending.is_empty() && (has_input || st.head_needs_no_input()) {
             st.scheduled = true;
             let lp = st.lp.upgrade();
             drop(st);
@@ -442,7 +443,7 @@ impl CancelHook for StreamCell {
     fn cancelled(self: Rc<Self>) {
         let transport = {
             let st = self.borrow();
-            if !st.head_cancelled() {
+            if !st.head_needs_no_input() {
                 // One behind the head: dropped once the head is answered.
                 return;
             }
@@ -452,7 +453,7 @@ impl CancelHook for StreamCell {
             shared: self,
             transport,
         }
-        .schedule(true);
+        .schedule();
     }
 }
 
