@@ -66,7 +66,8 @@ pub fn tcp(ev: &EventLoop, rt: &tokio::runtime::Runtime, limit: u64) {
     println!("\n### TCP connections on 127.0.0.1 (deferloop)\n");
     println!("The clients are blocking sockets on another thread.\n");
     println!("Idle memory: the heap bytes in use (mallinfo2), and the growth of the");
-    println!("resident set (statm), per connection once all n are up. The RSS column is");
+    println!("resident set (statm), per connection once all n are up; both contenders idle");
+    println!("600 ms before each reading (what a burst held in flight is not counted). The RSS column is");
     println!("the first round's (later rounds reuse what the first freed), and 0 where");
     println!("memory freed by a smaller n was reused.\n");
     table("deferloop", &ns, &ours);
@@ -161,6 +162,31 @@ fn table(who: &str, ns: &[u64], samples: &[Vec<Sample>]) {
     }
 }
 
+/// How long both contenders idle before the baseline of their memory is
+/// read, and again once all n are up, before it is measured: idle memory is
+/// what stays, not what a burst (the last part's, or this accept) left in
+/// flight. deferloop's ready queue keeps a burst's room for a few 100 ms
+/// (`DECAY`) and looks once a turn, so its loop ticks meanwhile; without
+/// the wait, whether that room was still held made a sample differ by
+/// about 0.5 MB, whatever n.
+fn settle_time() -> Duration {
+    Duration::from_millis(if full_run() { 600 } else { 10 })
+}
+
+/// Runs `ev` idle for [`settle_time`], a timer ticking every 20 ms.
+fn settle(ev: &EventLoop) {
+    fn tick(lp: &Loop, end: Instant) {
+        if Instant::now() >= end {
+            lp.stop();
+        } else {
+            let _ = lp.call_later(Duration::from_millis(20), move |lp| tick(lp, end));
+        }
+    }
+    let end = Instant::now() + settle_time();
+    ev.call_soon(move |lp| tick(lp, end)).unwrap();
+    ev.run().unwrap();
+}
+
 /// A connection that reads and drops what comes, counts itself in and out,
 /// and stops the loop when the count it is waiting for reaches `n`, so the
 /// loop sleeps while it waits (no polling for the count).
@@ -240,6 +266,9 @@ fn deferloop_round(ev: &EventLoop, n: u64) -> Sample {
             })
             .unwrap();
         let addr = listener.local_addr().as_inet().unwrap();
+        if part == Part::Close {
+            settle(ev); // what the last part's burst held is not counted
+        }
         let rss0 = rss();
         let heap0 = heap_in_use();
         let c0 = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
@@ -249,6 +278,7 @@ fn deferloop_round(ev: &EventLoop, n: u64) -> Sample {
         listener.stop_listening().detach();
         match part {
             Part::Close => {
+                settle(ev);
                 s.rss = rss().saturating_sub(rss0) as f64 / n as f64;
                 s.heap = heap_in_use().saturating_sub(heap0) as f64 / n as f64;
                 let c1 = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
@@ -351,6 +381,9 @@ fn tokio_round(rt: &tokio::runtime::Runtime, n: u64) -> Sample {
                 .unwrap()
         };
         let addr = listener.local_addr().unwrap();
+        if part == Part::Close {
+            rt.block_on(async { tokio::time::sleep(settle_time()).await });
+        }
         let rss0 = rss();
         let heap0 = heap_in_use();
         let c0 = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
@@ -374,6 +407,7 @@ fn tokio_round(rt: &tokio::runtime::Runtime, n: u64) -> Sample {
         drop(listener);
         match part {
             Part::Close => {
+                rt.block_on(async { tokio::time::sleep(settle_time()).await });
                 s.rss = rss().saturating_sub(rss0) as f64 / n as f64;
                 s.heap = heap_in_use().saturating_sub(heap0) as f64 / n as f64;
                 let c1 = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
