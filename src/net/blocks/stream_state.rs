@@ -357,9 +357,8 @@ impl StreamState {
     /// Whether the head request can be answered, or dropped, without any
     /// input: it was cancelled, or it asks for 0 bytes.
     pub(super) fn head_needs_no_input(&self) -> bool {
-        self.pending
-            .front()
-            .is_some_and(|r| r.done.is_called() || matches!(r.want, Want::Exactly(0)))
+        self.head_cancelled()
+            || matches!(self.pending.front(), Some(r) if matches!(r.want, Want::Exactly(0)))
     }
 
     /// The head request if it was cancelled (its Deferred fired): removed,
