@@ -173,18 +173,17 @@ fn settle_time() -> Duration {
     Duration::from_millis(if full_run() { 600 } else { 10 })
 }
 
-/// Runs `ev` idle for [`settle_time`], a timer ticking every 20 ms.
+/// Runs `ev` idle for [`settle_time`], a turn at least every 20 ms.
 fn settle(ev: &EventLoop) {
-    fn tick(lp: &Loop, end: Instant) {
-        if Instant::now() >= end {
-            lp.stop();
-        } else {
-            let _ = lp.call_later(Duration::from_millis(20), move |lp| tick(lp, end));
-        }
-    }
     let end = Instant::now() + settle_time();
-    ev.call_soon(move |lp| tick(lp, end)).unwrap();
-    ev.run().unwrap();
+    while Instant::now() < end {
+        ev.run_once_timeout(Duration::from_millis(20)).unwrap();
+    }
+}
+
+/// Runs `rt` idle for [`settle_time`].
+fn settle_tokio(rt: &tokio::runtime::Runtime) {
+    rt.block_on(async { tokio::time::sleep(settle_time()).await });
 }
 
 /// A connection that reads and drops what comes, counts itself in and out,
@@ -382,7 +381,7 @@ fn tokio_round(rt: &tokio::runtime::Runtime, n: u64) -> Sample {
         };
         let addr = listener.local_addr().unwrap();
         if part == Part::Close {
-            rt.block_on(async { tokio::time::sleep(settle_time()).await });
+            settle_tokio(rt);
         }
         let rss0 = rss();
         let heap0 = heap_in_use();
@@ -407,7 +406,7 @@ fn tokio_round(rt: &tokio::runtime::Runtime, n: u64) -> Sample {
         drop(listener);
         match part {
             Part::Close => {
-                rt.block_on(async { tokio::time::sleep(settle_time()).await });
+                settle_tokio(rt);
                 s.rss = rss().saturating_sub(rss0) as f64 / n as f64;
                 s.heap = heap_in_use().saturating_sub(heap0) as f64 / n as f64;
                 let c1 = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
